@@ -1,0 +1,409 @@
+//! One timestep end to end: vectorize, code, score, threshold, OIADMM — a pure function
+//! `(model, batch) → (new model, verdicts)`. The old model is never modified, so a caller that
+//! fails to persist the new one simply keeps the old.
+
+use std::time::Instant;
+
+use ndarray::Array2;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::coding::{code_batch, Code, CodingDict};
+use crate::dictionary::{
+    bootstrap, codes_to_csc, docs_to_csr, oiadmm_step, remap_rows, Multiplier, OiadmmStats,
+};
+use crate::params::{Params, ParamsError};
+use crate::text::{tfidf_l1, SparseDoc, Tokenizer, Vocabulary};
+use crate::threshold::{decide, ScoreHistory, ThresholdRule};
+
+/// A document of a batch: only its text matters to the engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Document {
+    pub text: String,
+}
+
+impl<S: Into<String>> From<S> for Document {
+    fn from(s: S) -> Self {
+        Document { text: s.into() }
+    }
+}
+
+/// The verdict on one document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// ℓ1 sparse-coding objective l(p, Â_t), in [0, 1] (1 = nothing explained). 0 for empty
+    /// documents.
+    pub score: f64,
+    pub novel: bool,
+    /// Document of the bootstrap batch (never novel by definition).
+    pub bootstrap: bool,
+    /// No known term after tokenization (stop words only, blank, …): score 0, never novel.
+    pub empty: bool,
+    /// The code could not lower the score below ‖p‖₁ (see [`Code::at_ceiling`]).
+    pub at_ceiling: bool,
+    /// Top residual terms (the words that make it novel), largest first.
+    pub terms: Vec<(String, f64)>,
+}
+
+/// Per-timestep diagnostics.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepStats {
+    /// Timestep index of this batch (0 = first batch).
+    pub timestep: u64,
+    pub docs: usize,
+    pub empty: usize,
+    pub novel: usize,
+    pub bootstrap: bool,
+    /// Share of non-empty documents whose score sits at the ceiling ‖p‖₁.
+    pub ceiling_fraction: f64,
+    pub mean_iterations: f64,
+    /// Mean number of non-zero code entries per non-empty document.
+    pub mean_code_nnz: f64,
+    /// Atoms used by at least one document of the batch.
+    pub atoms_used: usize,
+    /// The score threshold applied (see [`crate::threshold::decide`]).
+    pub threshold: f64,
+    pub new_terms: usize,
+    pub evicted_terms: usize,
+    pub vocabulary: usize,
+    pub oiadmm: OiadmmStats,
+    pub seconds_vectorize: f64,
+    pub seconds_coding: f64,
+    pub seconds_update: f64,
+}
+
+/// What a timestep produced besides the new model.
+#[derive(Debug, Clone)]
+pub struct StepOutput {
+    pub verdicts: Vec<Verdict>,
+    /// The documents' TF-IDF vectors (ids valid in the new model's vocabulary).
+    pub vectors: Vec<SparseDoc>,
+    /// The codes of the documents over Â_t (the dictionary the batch was judged by).
+    pub codes: Vec<Code>,
+    pub stats: StepStats,
+}
+
+#[derive(Debug, Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Params(#[from] ParamsError),
+    #[error("numerical failure: {0} contains a non-finite value")]
+    NonFinite(&'static str),
+    #[error("model state is inconsistent: {0}")]
+    Inconsistent(String),
+}
+
+/// The complete model state: parameters, vocabulary, dictionary Â (m × k), multiplier Δ
+/// (m × n_prev), score history, timestep.
+///
+/// Invariants: `dict.nrows() == delta.nrows() == vocab.len()`; `dict.ncols() == params.k`;
+/// Â ∈ 𝒜; every value finite; params valid.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Model {
+    params: Params,
+    vocab: Vocabulary,
+    dict: Array2<f32>,
+    delta: Multiplier,
+    history: ScoreHistory,
+    timestep: u64,
+    bootstrapped: bool,
+}
+
+impl Model {
+    /// An empty model (no vocabulary, not bootstrapped).
+    pub fn new(params: Params) -> Result<Model, ParamsError> {
+        params.validate()?;
+        Ok(Model {
+            vocab: Vocabulary::new(params.text.max_terms),
+            dict: Array2::zeros((0, params.k)),
+            delta: Multiplier::zeros(0, 0),
+            history: ScoreHistory::default(),
+            timestep: 0,
+            bootstrapped: false,
+            params,
+        })
+    }
+
+    /// Reassemble a model from its parts (e.g. read back from a store), checking every
+    /// invariant.
+    pub fn from_parts(parts: ModelParts) -> Result<Model, EngineError> {
+        parts.params.validate()?;
+        let m = parts.vocab.len();
+        if parts.dict.dim() != (m, parts.params.k) {
+            return Err(EngineError::Inconsistent(format!(
+                "dictionary is {:?}, expected ({m}, {})",
+                parts.dict.dim(),
+                parts.params.k
+            )));
+        }
+        if parts.delta.nrows() != m {
+            return Err(EngineError::Inconsistent(format!(
+                "Δ has {} rows, vocabulary {m} terms",
+                parts.delta.nrows()
+            )));
+        }
+        if parts.history.weights.len() != crate::threshold::BINS {
+            return Err(EngineError::Inconsistent("score history size".into()));
+        }
+        if !crate::dictionary::in_dictionary_set(&parts.dict, 1e-4) {
+            return Err(EngineError::NonFinite("dictionary (or it left 𝒜)"));
+        }
+        if !parts.delta.is_valid() {
+            return Err(EngineError::NonFinite("Δ (or its structure is invalid)"));
+        }
+        Ok(Model {
+            params: parts.params,
+            vocab: parts.vocab,
+            dict: parts.dict,
+            delta: parts.delta,
+            history: parts.history,
+            timestep: parts.timestep,
+            bootstrapped: parts.bootstrapped,
+        })
+    }
+
+    /// Split into parts (for storage).
+    pub fn into_parts(self) -> ModelParts {
+        ModelParts {
+            params: self.params,
+            vocab: self.vocab,
+            dict: self.dict,
+            delta: self.delta,
+            history: self.history,
+            timestep: self.timestep,
+            bootstrapped: self.bootstrapped,
+        }
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+    pub fn vocab(&self) -> &Vocabulary {
+        &self.vocab
+    }
+    /// Â, m × k (rows = terms).
+    pub fn dictionary(&self) -> &Array2<f32> {
+        &self.dict
+    }
+    /// Δ, m × n of the last batch (m × 0 when Δ is not carried between batches).
+    pub fn delta(&self) -> &Multiplier {
+        &self.delta
+    }
+    pub fn history(&self) -> &ScoreHistory {
+        &self.history
+    }
+    /// Number of timesteps processed so far (= index of the next one).
+    pub fn timestep(&self) -> u64 {
+        self.timestep
+    }
+    pub fn is_bootstrapped(&self) -> bool {
+        self.bootstrapped
+    }
+
+    /// Deterministic serialisation of the whole state (postcard).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).expect("model serialises")
+    }
+
+    /// Vectorize texts against a vocabulary *without* changing it (unknown terms dropped):
+    /// for scoring or inspection outside the stream.
+    pub fn vectorize_frozen(&self, texts: &[&str]) -> Vec<SparseDoc> {
+        let tok = self.tokenizer();
+        texts
+            .iter()
+            .map(|t| {
+                let c = self.vocab.counts(&tok.tokens(t));
+                tfidf_l1(&c, |id| self.vocab.df(id), self.vocab.docs_seen())
+            })
+            .collect()
+    }
+
+    fn tokenizer(&self) -> Tokenizer {
+        let t = &self.params.text;
+        Tokenizer::new(
+            t.min_token_len,
+            t.max_token_len,
+            t.builtin_stop_words,
+            &t.extra_stop_words,
+        )
+    }
+
+    /// Process one batch (one timestep). The first batch with a non-empty document bootstraps
+    /// the dictionary; its documents get `bootstrap = true` verdicts. Later batches are scored
+    /// against Â_t, thresholded, and Â, Δ updated by OIADMM.
+    pub fn step<D: AsRef<str> + Sync>(
+        &self,
+        docs: &[D],
+    ) -> Result<(Model, StepOutput), EngineError> {
+        let t0 = Instant::now();
+        let p = &self.params;
+        let tok = self.tokenizer();
+        let tokens: Vec<Vec<String>> = docs.iter().map(|d| tok.tokens(d.as_ref())).collect();
+        let mut vocab = self.vocab.clone();
+        let (counts, change) = vocab.observe(&tokens, self.timestep);
+        let vectors: Vec<SparseDoc> = counts
+            .iter()
+            .map(|c| tfidf_l1(c, |id| vocab.df(id), vocab.docs_seen()))
+            .collect();
+        let m = vocab.len();
+        let mut dict = remap_rows(&self.dict, &change.remap);
+        let n = docs.len();
+        let eligible: Vec<bool> = vectors.iter().map(|v| !v.is_empty()).collect();
+        let any_doc = eligible.iter().any(|&e| e);
+        let mut stats = StepStats {
+            timestep: self.timestep,
+            docs: n,
+            empty: eligible.iter().filter(|&&e| !e).count(),
+            new_terms: change.added,
+            evicted_terms: change.evicted,
+            vocabulary: m,
+            seconds_vectorize: t0.elapsed().as_secs_f64(),
+            ..Default::default()
+        };
+        let mut history = self.history.clone();
+        let mut bootstrapped = self.bootstrapped;
+        let is_bootstrap = !self.bootstrapped && any_doc;
+        let t1 = Instant::now();
+        if is_bootstrap {
+            dict = bootstrap(&vectors, m, p.k, &p.coding, &p.bootstrap, p.seed);
+            bootstrapped = true;
+        }
+        let codes = if bootstrapped {
+            let cd = CodingDict::new(dict.view(), p.coding.step);
+            code_batch(&cd, &vectors, &p.coding)
+        } else {
+            vectors
+                .iter()
+                .map(|v| Code {
+                    atoms: vec![],
+                    weights: vec![],
+                    score: v.l1(),
+                    ceiling: v.l1(),
+                    iterations: 0,
+                    active_atoms: 0,
+                    residual: vec![],
+                })
+                .collect()
+        };
+        stats.seconds_coding = t1.elapsed().as_secs_f64();
+        let scores: Vec<f64> = codes.iter().map(|c| c.score).collect();
+        if scores.iter().any(|s| !s.is_finite()) {
+            return Err(EngineError::NonFinite("scores"));
+        }
+        let (novel, thr) = if is_bootstrap || !bootstrapped {
+            (vec![false; n], f64::INFINITY)
+        } else {
+            decide(&p.threshold, &history, &scores, &eligible)
+        };
+        stats.threshold = thr;
+        let half_life = match p.threshold {
+            ThresholdRule::Adaptive { half_life, .. } => half_life,
+            _ => 0.0,
+        };
+        let kept: Vec<f64> = scores
+            .iter()
+            .zip(&eligible)
+            .filter(|(_, &e)| e)
+            .map(|(&s, _)| s)
+            .collect();
+        if bootstrapped && !kept.is_empty() {
+            history.update(&kept, half_life);
+        }
+
+        // Dictionary update (not on the bootstrap batch, not before bootstrap, not on an empty
+        // batch).
+        let t2 = Instant::now();
+        let (dict, delta) = if bootstrapped && !is_bootstrap && n > 0 {
+            let pm = docs_to_csr(&vectors, m);
+            let x = codes_to_csc(&codes, p.k);
+            if p.oiadmm.carry_delta {
+                let mut delta = self.delta.remap_resize(&change.remap, n);
+                let (a, st) = oiadmm_step(&pm, &dict, Some(&mut delta), &x, &p.oiadmm);
+                stats.oiadmm = st;
+                (a, delta)
+            } else {
+                let (a, st) = oiadmm_step(&pm, &dict, None, &x, &p.oiadmm);
+                stats.oiadmm = st;
+                (a, Multiplier::zeros(m, 0))
+            }
+        } else {
+            let n_prev = self.delta.ncols();
+            (dict, self.delta.remap_resize(&change.remap, n_prev))
+        };
+        stats.seconds_update = t2.elapsed().as_secs_f64();
+        if dict.iter().any(|v| !v.is_finite()) {
+            return Err(EngineError::NonFinite("dictionary"));
+        }
+        if !delta.is_valid() {
+            return Err(EngineError::NonFinite("Δ"));
+        }
+
+        let n_kept = kept.len().max(1) as f64;
+        stats.ceiling_fraction = codes.iter().filter(|c| c.at_ceiling()).count() as f64 / n_kept;
+        stats.mean_iterations = codes
+            .iter()
+            .zip(&eligible)
+            .filter(|(_, &e)| e)
+            .map(|(c, _)| c.iterations as f64)
+            .sum::<f64>()
+            / n_kept;
+        stats.mean_code_nnz = codes.iter().map(|c| c.atoms.len() as f64).sum::<f64>() / n_kept;
+        let mut used = vec![false; p.k];
+        for c in &codes {
+            for &a in &c.atoms {
+                used[a as usize] = true;
+            }
+        }
+        stats.atoms_used = used.iter().filter(|&&u| u).count();
+        stats.novel = novel.iter().filter(|&&b| b).count();
+        stats.bootstrap = is_bootstrap;
+
+        let verdicts = codes
+            .iter()
+            .zip(&novel)
+            .zip(&eligible)
+            .map(|((c, &nv), &e)| Verdict {
+                score: c.score,
+                novel: nv,
+                bootstrap: is_bootstrap,
+                empty: !e,
+                at_ceiling: c.at_ceiling(),
+                terms: c
+                    .residual
+                    .iter()
+                    .map(|&(id, r)| (vocab.term(id).to_string(), r))
+                    .collect(),
+            })
+            .collect();
+        let model = Model {
+            params: self.params.clone(),
+            vocab,
+            dict,
+            delta,
+            history,
+            timestep: self.timestep + 1,
+            bootstrapped,
+        };
+        Ok((
+            model,
+            StepOutput {
+                verdicts,
+                vectors,
+                codes,
+                stats,
+            },
+        ))
+    }
+}
+
+/// The parts of a [`Model`], for storage layers that persist them separately.
+#[derive(Debug, Clone)]
+pub struct ModelParts {
+    pub params: Params,
+    pub vocab: Vocabulary,
+    pub dict: Array2<f32>,
+    pub delta: Multiplier,
+    pub history: ScoreHistory,
+    pub timestep: u64,
+    pub bootstrapped: bool,
+}

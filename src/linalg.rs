@@ -1,0 +1,220 @@
+//! Small dense/sparse kernels shared by coding and dictionary learning.
+//!
+//! Conventions: a "column-major" matrix is a `&[f64]` of `rows * cols` values where column `j`
+//! occupies `[j * rows, (j + 1) * rows)`. Code matrices are `sprs` CSC matrices (k × n, one
+//! column per document).
+
+use ndarray::ArrayView2;
+use sprs::CsMat;
+
+/// soft(r, t) = sign(r) · max(|r| − t, 0), the proximal map of t·|·|.
+#[inline]
+pub fn soft(r: f64, t: f64) -> f64 {
+    if r > t {
+        r - t
+    } else if r < -t {
+        r + t
+    } else {
+        0.0
+    }
+}
+
+/// Proximal map of the asymmetric ℓ1 loss `L_w(r) = max(r, 0) + w · max(−r, 0)` scaled by `1/φ`:
+/// argmin_e L_w(e) + (φ/2)(e − v)². With `w = 1` this is `soft(v, 1/φ)`.
+#[inline]
+pub fn prox_asym(v: f64, inv_phi: f64, w: f64) -> f64 {
+    if v > inv_phi {
+        v - inv_phi
+    } else if v < -w * inv_phi {
+        v + w * inv_phi
+    } else {
+        0.0
+    }
+}
+
+/// The asymmetric ℓ1 loss `L_w(r)`: residual mass the model fails to explain (r > 0) counts 1,
+/// mass it predicts but the document lacks (r < 0) counts `w`.
+#[inline]
+pub fn loss_asym(r: f64, w: f64) -> f64 {
+    if r >= 0.0 {
+        r
+    } else {
+        -w * r
+    }
+}
+
+const POWER_ITERS: usize = 200;
+const POWER_TOL: f64 = 1e-7;
+
+/// Ψmax of a column-major `rows × cols` matrix Z: the largest eigenvalue of ZᵀZ (= ‖Z‖₂²),
+/// by power iteration from the all-ones vector. The estimate is a lower bound that converges
+/// from below; it is returned inflated by 1 % and capped by ‖Z‖_F² (a true upper bound), so
+/// a step 1/Ψmax computed from it is safe. Returns 0 for a zero matrix.
+pub fn psi_max_colmajor(z: &[f64], rows: usize, cols: usize) -> f64 {
+    let frob: f64 = z.iter().map(|v| v * v).sum();
+    if frob == 0.0 || rows == 0 || cols == 0 {
+        return 0.0;
+    }
+    let mut v = vec![1.0 / (cols as f64).sqrt(); cols];
+    let mut zv = vec![0.0; rows];
+    let mut est = 0.0;
+    for _ in 0..POWER_ITERS {
+        zv.iter_mut().for_each(|x| *x = 0.0);
+        for (j, &vj) in v.iter().enumerate() {
+            if vj != 0.0 {
+                let col = &z[j * rows..(j + 1) * rows];
+                for (o, &a) in zv.iter_mut().zip(col) {
+                    *o += a * vj;
+                }
+            }
+        }
+        let new_est: f64 = zv.iter().map(|x| x * x).sum();
+        for (j, vj) in v.iter_mut().enumerate() {
+            let col = &z[j * rows..(j + 1) * rows];
+            *vj = col.iter().zip(&zv).map(|(a, b)| a * b).sum();
+        }
+        let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        if norm == 0.0 {
+            break;
+        }
+        v.iter_mut().for_each(|x| *x /= norm);
+        let done = (new_est - est).abs() <= POWER_TOL * new_est;
+        est = new_est;
+        if done {
+            break;
+        }
+    }
+    (est * 1.01).min(frob)
+}
+
+/// Ψmax of a row-major `m × k` f32 matrix A (largest eigenvalue of AᵀA), with the same
+/// guarantees as [`psi_max_colmajor`]. Works on the non-zero entries only, so its cost is
+/// O(nnz(A)) per power iteration (a dictionary over a large vocabulary is mostly zero rows).
+pub fn psi_max_rowmajor(a: ArrayView2<'_, f32>) -> f64 {
+    let (m, k) = a.dim();
+    // CSR copy of the non-zeros
+    let mut ptr = vec![0usize];
+    let mut idx: Vec<u32> = Vec::new();
+    let mut val: Vec<f64> = Vec::new();
+    for row in a.rows() {
+        for (j, &v) in row.iter().enumerate() {
+            if v != 0.0 {
+                idx.push(j as u32);
+                val.push(v as f64);
+            }
+        }
+        if idx.len() > *ptr.last().unwrap() {
+            ptr.push(idx.len());
+        }
+    }
+    let frob: f64 = val.iter().map(|v| v * v).sum();
+    if frob == 0.0 || m == 0 || k == 0 {
+        return 0.0;
+    }
+    let mut v = vec![1.0 / (k as f64).sqrt(); k];
+    let mut est = 0.0;
+    for _ in 0..POWER_ITERS {
+        let mut w = vec![0.0f64; k];
+        let mut new_est = 0.0;
+        for r in ptr.windows(2) {
+            let (ri, rv) = (&idx[r[0]..r[1]], &val[r[0]..r[1]]);
+            let av: f64 = ri.iter().zip(rv).map(|(&j, &x)| x * v[j as usize]).sum();
+            new_est += av * av;
+            for (&j, &x) in ri.iter().zip(rv) {
+                w[j as usize] += x * av;
+            }
+        }
+        let norm = w.iter().map(|x| x * x).sum::<f64>().sqrt();
+        if norm == 0.0 {
+            break;
+        }
+        v = w.into_iter().map(|x| x / norm).collect();
+        let done = (new_est - est).abs() <= POWER_TOL * new_est;
+        est = new_est;
+        if done {
+            break;
+        }
+    }
+    (est * 1.01).min(frob)
+}
+
+/// Ψmax(Xᵀ) for a k × n CSC code matrix X: the largest eigenvalue of X Xᵀ (k × k Gram), by
+/// power iteration, with the guarantees of [`psi_max_colmajor`].
+pub fn psi_max_codes(x: &CsMat<f64>) -> f64 {
+    let k = x.rows();
+    let frob: f64 = x.data().iter().map(|v| v * v).sum();
+    if frob == 0.0 || k == 0 {
+        return 0.0;
+    }
+    let mut v = vec![1.0 / (k as f64).sqrt(); k];
+    let mut est = 0.0;
+    for _ in 0..POWER_ITERS {
+        // w = X Xᵀ v, est = ‖Xᵀ v‖²
+        let mut w = vec![0.0f64; k];
+        let mut new_est = 0.0;
+        for col in x.outer_iterator() {
+            let t: f64 = col.iter().map(|(i, &val)| val * v[i]).sum();
+            new_est += t * t;
+            if t != 0.0 {
+                for (i, &val) in col.iter() {
+                    w[i] += val * t;
+                }
+            }
+        }
+        let norm = w.iter().map(|x| x * x).sum::<f64>().sqrt();
+        if norm == 0.0 {
+            break;
+        }
+        v = w.into_iter().map(|x| x / norm).collect();
+        let done = (new_est - est).abs() <= POWER_TOL * new_est;
+        est = new_est;
+        if done {
+            break;
+        }
+    }
+    (est * 1.01).min(frob)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn soft_and_prox() {
+        assert_eq!(soft(3.0, 1.0), 2.0);
+        assert_eq!(soft(-3.0, 1.0), -2.0);
+        assert_eq!(soft(0.5, 1.0), 0.0);
+        assert_eq!(prox_asym(-0.3, 0.2, 1.0), soft(-0.3, 0.2));
+        // with w = 0.5 the negative side shrinks by w/φ only
+        assert!((prox_asym(-0.3, 0.2, 0.5) - (-0.2)).abs() < 1e-12);
+        assert_eq!(prox_asym(-0.05, 0.2, 0.5), 0.0);
+    }
+
+    #[test]
+    fn prox_minimises_its_objective() {
+        for &(v, phi, w) in &[
+            (0.7, 5.0, 1.0),
+            (-0.7, 5.0, 0.05),
+            (0.1, 5.0, 0.3),
+            (-2.0, 1.0, 2.0),
+        ] {
+            let e = prox_asym(v, 1.0 / phi, w);
+            let f = |e: f64| loss_asym(e, w) + phi / 2.0 * (e - v) * (e - v);
+            for d in [-1e-3, 1e-3, -0.1, 0.1] {
+                assert!(f(e) <= f(e + d) + 1e-12, "v={v} w={w}");
+            }
+        }
+    }
+
+    #[test]
+    fn psi_max_matches_a_known_spectrum() {
+        // Z = diag(3, 1) padded: ZᵀZ eigenvalues 9, 1.
+        let z = vec![3.0, 0.0, 0.0, 0.0, 1.0, 0.0];
+        let p = psi_max_colmajor(&z, 3, 2);
+        assert!((9.0..=9.0 * 1.0101).contains(&p), "{p}");
+        assert_eq!(psi_max_colmajor(&[0.0; 4], 2, 2), 0.0);
+        // rank one: Z = u vᵀ with ‖u‖=√2, ‖v‖=√2 → Ψmax = 4, capped by ‖Z‖_F² = 4.
+        let z = vec![1.0, 1.0, 1.0, 1.0];
+        assert!((psi_max_colmajor(&z, 2, 2) - 4.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,274 @@
+//! The checked parameter set of a model. A [`Params`] value is plain data (serde, TOML);
+//! [`Params::validate`] checks every field once, and a [`crate::Model`] can only be built from
+//! parameters that pass.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::coding::CodingParams;
+use crate::dictionary::{AtomInit, BootstrapParams, OiadmmParams};
+use crate::threshold::ThresholdRule;
+
+/// Tokenizer and vocabulary settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TextParams {
+    /// Vocabulary bound (terms); see [`crate::text::Vocabulary`] for the eviction policy. ≥ 10.
+    pub max_terms: usize,
+    /// Token length bounds in characters, 1 ≤ min ≤ max.
+    pub min_token_len: usize,
+    pub max_token_len: usize,
+    pub builtin_stop_words: bool,
+    pub extra_stop_words: Vec<String>,
+}
+
+impl Default for TextParams {
+    fn default() -> Self {
+        TextParams {
+            max_terms: 100_000,
+            min_token_len: 2,
+            max_token_len: 40,
+            builtin_stop_words: true,
+            extra_stop_words: Vec::new(),
+        }
+    }
+}
+
+/// Every parameter of a novelty model. Fixed when a store is created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    /// Seed of every random choice (atom initialisation). Same seed + same input → same state.
+    pub seed: u64,
+    /// Number of dictionary atoms k. 1 ≤ k ≤ 100 000.
+    pub k: usize,
+    pub coding: CodingParams,
+    pub oiadmm: OiadmmParams,
+    pub bootstrap: BootstrapParams,
+    pub threshold: ThresholdRule,
+    pub text: TextParams,
+}
+
+impl Params {
+    /// The configuration of the NIPS 2012 paper: k = 200, λ = 0.1, φ = 5, γ = 1.89,
+    /// κ = 1/Ψmax(Â), β = 5, τ = 1/(2Ψmax(X̂)), atoms from random documents, symmetric ℓ1 loss.
+    /// SPEC §4.8: on short real text its scores saturate at the ceiling.
+    pub fn paper() -> Self {
+        Params {
+            seed: 0,
+            k: 200,
+            coding: CodingParams::paper(),
+            oiadmm: OiadmmParams::paper(),
+            bootstrap: BootstrapParams::paper(),
+            threshold: ThresholdRule::default_adaptive(),
+            text: TextParams::default(),
+        }
+    }
+
+    /// Check every field; the error names the field and the accepted range.
+    pub fn validate(&self) -> Result<(), ParamsError> {
+        fn check(
+            ok: bool,
+            field: &'static str,
+            want: &'static str,
+            got: String,
+        ) -> Result<(), ParamsError> {
+            if ok {
+                Ok(())
+            } else {
+                Err(ParamsError::OutOfRange { field, want, got })
+            }
+        }
+        let c = &self.coding;
+        check(
+            (1..=100_000).contains(&self.k),
+            "k",
+            "an integer in 1..=100000",
+            self.k.to_string(),
+        )?;
+        check(
+            c.lambda.is_finite() && c.lambda >= 0.0,
+            "coding.lambda",
+            "a finite number ≥ 0",
+            c.lambda.to_string(),
+        )?;
+        check(
+            c.phi.is_finite() && c.phi > 0.0,
+            "coding.phi",
+            "a finite number > 0",
+            c.phi.to_string(),
+        )?;
+        check(
+            c.gamma > 0.0 && c.gamma < 2.0,
+            "coding.gamma",
+            "a number in (0, 2)",
+            c.gamma.to_string(),
+        )?;
+        check(
+            c.tol.is_finite() && c.tol > 0.0,
+            "coding.tol",
+            "a finite number > 0",
+            c.tol.to_string(),
+        )?;
+        check(
+            c.max_iter >= 1 && c.max_iter <= 1_000_000,
+            "coding.max_iter",
+            "an integer in 1..=1000000",
+            c.max_iter.to_string(),
+        )?;
+        check(
+            c.absent_weight > 0.0 && c.absent_weight <= 1.0,
+            "coding.absent_weight",
+            "a number in (0, 1]",
+            c.absent_weight.to_string(),
+        )?;
+        check(
+            c.residual_terms <= 100,
+            "coding.residual_terms",
+            "an integer ≤ 100",
+            c.residual_terms.to_string(),
+        )?;
+        let o = &self.oiadmm;
+        check(
+            o.beta.is_finite() && o.beta > 0.0,
+            "oiadmm.beta",
+            "a finite number > 0",
+            o.beta.to_string(),
+        )?;
+        check(
+            o.tau_scale.is_finite() && o.tau_scale > 0.0,
+            "oiadmm.tau_scale",
+            "a finite number > 0",
+            o.tau_scale.to_string(),
+        )?;
+        let b = &self.bootstrap;
+        check(
+            b.alternations <= 100,
+            "bootstrap.alternations",
+            "an integer ≤ 100",
+            b.alternations.to_string(),
+        )?;
+        check(
+            b.a_step_iter <= 10_000,
+            "bootstrap.a_step_iter",
+            "an integer ≤ 10000",
+            b.a_step_iter.to_string(),
+        )?;
+        if let AtomInit::KMeans {
+            top_terms,
+            iterations,
+        } = &b.init
+        {
+            check(
+                *top_terms >= 1,
+                "bootstrap.init.top_terms",
+                "an integer ≥ 1",
+                top_terms.to_string(),
+            )?;
+            check(
+                *iterations <= 1000,
+                "bootstrap.init.iterations",
+                "an integer ≤ 1000",
+                iterations.to_string(),
+            )?;
+        }
+        match &self.threshold {
+            ThresholdRule::Fixed { zeta } => check(
+                zeta.is_finite(),
+                "threshold.zeta",
+                "a finite number",
+                zeta.to_string(),
+            )?,
+            ThresholdRule::TopFraction { fraction } => check(
+                *fraction >= 0.0 && *fraction <= 1.0,
+                "threshold.fraction",
+                "a number in [0, 1]",
+                fraction.to_string(),
+            )?,
+            ThresholdRule::Adaptive {
+                quantile,
+                half_life,
+            } => {
+                check(
+                    *quantile >= 0.0 && *quantile <= 1.0,
+                    "threshold.quantile",
+                    "a number in [0, 1]",
+                    quantile.to_string(),
+                )?;
+                check(
+                    half_life.is_finite() && *half_life >= 0.0,
+                    "threshold.half_life",
+                    "a finite number ≥ 0 (0 = never forget)",
+                    half_life.to_string(),
+                )?;
+            }
+        }
+        let t = &self.text;
+        check(
+            t.max_terms >= 10 && t.max_terms <= 10_000_000,
+            "text.max_terms",
+            "an integer in 10..=10000000",
+            t.max_terms.to_string(),
+        )?;
+        check(
+            t.min_token_len >= 1 && t.min_token_len <= t.max_token_len,
+            "text.min_token_len",
+            "an integer in 1..=max_token_len",
+            t.min_token_len.to_string(),
+        )?;
+        Ok(())
+    }
+}
+
+impl Default for Params {
+    /// Currently the paper's configuration (see [`Params::paper`]).
+    fn default() -> Self {
+        Params::paper()
+    }
+}
+
+/// A parameter outside its accepted range.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ParamsError {
+    #[error("parameter `{field}` must be {want}, got {got}")]
+    OutOfRange {
+        field: &'static str,
+        want: &'static str,
+        got: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paper_params_are_valid_and_bad_ones_name_the_field() {
+        Params::paper().validate().unwrap();
+        let mut p = Params::paper();
+        p.coding.absent_weight = 0.0;
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("coding.absent_weight"), "{e}");
+        let mut p = Params::paper();
+        p.coding.gamma = f64::NAN;
+        assert!(p
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("coding.gamma"));
+        let mut p = Params::paper();
+        p.k = 0;
+        assert!(p.validate().is_err());
+    }
+
+    #[test]
+    fn params_round_trip_through_toml() {
+        let mut p = Params::paper();
+        p.bootstrap.init = AtomInit::KMeans {
+            top_terms: 5,
+            iterations: 10,
+        };
+        p.threshold = ThresholdRule::TopFraction { fraction: 0.1 };
+        let s = toml::to_string(&p).unwrap();
+        let q: Params = toml::from_str(&s).unwrap();
+        assert_eq!(p, q);
+    }
+}

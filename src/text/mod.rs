@@ -1,0 +1,11 @@
+//! Text to vectors: tokenizer, a bounded streaming vocabulary, TF-IDF columns of unit ℓ1 norm.
+
+mod stopwords;
+mod tokenize;
+mod vectorize;
+mod vocab;
+
+pub use stopwords::ENGLISH_STOP_WORDS;
+pub use tokenize::Tokenizer;
+pub use vectorize::{tfidf_l1, SparseDoc};
+pub use vocab::{Remap, VocabChange, Vocabulary};

@@ -1,0 +1,344 @@
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Marker for "this row was evicted" in [`Remap::map`].
+pub const EVICTED: u32 = u32::MAX;
+
+/// A growing, bounded vocabulary: term ↔ id, document frequency and the timestep each term was
+/// last seen.
+///
+/// Invariants: ids are `0..len()` with no gaps; `df[id] ≥ 1` for every id; `len() ≤ max_terms`
+/// after every [`Vocabulary::observe`].
+///
+/// Bound policy: new terms are admitted on first sight. When an observation leaves more than
+/// `max_terms` terms, terms are evicted in order of (document frequency, last seen timestep, id),
+/// ascending — rare and stale terms first — until 90 % of `max_terms` remain. Terms of the batch
+/// being observed are evicted only if the older terms do not suffice (a single batch with more
+/// distinct terms than the bound); their occurrences are then dropped from that batch. Remaining
+/// ids are compacted in their old order, and the caller gets a [`Remap`] to apply to every matrix
+/// indexed by term.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(from = "VocabRepr", into = "VocabRepr")]
+pub struct Vocabulary {
+    terms: Vec<String>,
+    df: Vec<u64>,
+    last_seen: Vec<u64>,
+    docs_seen: u64,
+    max_terms: usize,
+    index: HashMap<String, u32>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct VocabRepr {
+    terms: Vec<String>,
+    df: Vec<u64>,
+    last_seen: Vec<u64>,
+    docs_seen: u64,
+    max_terms: usize,
+}
+
+impl From<VocabRepr> for Vocabulary {
+    fn from(r: VocabRepr) -> Self {
+        let index = r
+            .terms
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i as u32))
+            .collect();
+        Vocabulary {
+            terms: r.terms,
+            df: r.df,
+            last_seen: r.last_seen,
+            docs_seen: r.docs_seen,
+            max_terms: r.max_terms,
+            index,
+        }
+    }
+}
+
+impl From<Vocabulary> for VocabRepr {
+    fn from(v: Vocabulary) -> Self {
+        VocabRepr {
+            terms: v.terms,
+            df: v.df,
+            last_seen: v.last_seen,
+            docs_seen: v.docs_seen,
+            max_terms: v.max_terms,
+        }
+    }
+}
+
+/// How term ids changed in one observation. Rows `0..old_len` of a term-indexed matrix move to
+/// `map[row]` (or are dropped when it is [`EVICTED`]); the matrix then has `new_len` rows and
+/// every row not filled from an old row is a new term, initialised to zero.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Remap {
+    pub old_len: usize,
+    pub new_len: usize,
+    /// `None` means the identity on `0..old_len`.
+    pub map: Option<Vec<u32>>,
+}
+
+impl Remap {
+    /// The new id of old row `r`, if it survives.
+    pub fn get(&self, r: usize) -> Option<usize> {
+        match &self.map {
+            None => Some(r),
+            Some(m) => (m[r] != EVICTED).then_some(m[r] as usize),
+        }
+    }
+}
+
+/// What one observation did to the vocabulary.
+#[derive(Debug, Clone)]
+pub struct VocabChange {
+    pub remap: Remap,
+    /// Terms seen for the first time in this observation (and kept).
+    pub added: usize,
+    /// Terms removed by the size bound.
+    pub evicted: usize,
+}
+
+impl Vocabulary {
+    /// An empty vocabulary holding at most `max_terms` terms (`max_terms ≥ 1`).
+    pub fn new(max_terms: usize) -> Self {
+        Vocabulary {
+            terms: Vec::new(),
+            df: Vec::new(),
+            last_seen: Vec::new(),
+            docs_seen: 0,
+            max_terms: max_terms.max(1),
+            index: HashMap::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.terms.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+    pub fn max_terms(&self) -> usize {
+        self.max_terms
+    }
+    /// Number of non-empty documents observed so far.
+    pub fn docs_seen(&self) -> u64 {
+        self.docs_seen
+    }
+    pub fn id(&self, term: &str) -> Option<u32> {
+        self.index.get(term).copied()
+    }
+    pub fn term(&self, id: u32) -> &str {
+        &self.terms[id as usize]
+    }
+    pub fn df(&self, id: u32) -> u64 {
+        self.df[id as usize]
+    }
+
+    /// Term counts of each document in terms of the *current* ids, without changing anything;
+    /// unknown tokens are skipped. Pairs are sorted by id.
+    pub fn counts(&self, tokens: &[String]) -> Vec<(u32, u32)> {
+        let mut c: HashMap<u32, u32> = HashMap::new();
+        for t in tokens {
+            if let Some(id) = self.id(t) {
+                *c.entry(id).or_insert(0) += 1;
+            }
+        }
+        let mut v: Vec<(u32, u32)> = c.into_iter().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Observe one batch of tokenised documents at `timestep`: admit new terms, count document
+    /// frequencies, enforce the size bound. Returns each document's (id, count) pairs in the
+    /// ids valid *after* the observation (sorted by id), and the id change to apply to
+    /// term-indexed matrices.
+    pub fn observe(
+        &mut self,
+        docs: &[Vec<String>],
+        timestep: u64,
+    ) -> (Vec<Vec<(u32, u32)>>, VocabChange) {
+        let old_len = self.len();
+        let mut per_doc: Vec<Vec<(u32, u32)>> = Vec::with_capacity(docs.len());
+        for tokens in docs {
+            let mut local: HashMap<u32, u32> = HashMap::new();
+            for t in tokens {
+                let id = match self.index.get(t.as_str()) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.terms.len() as u32;
+                        self.terms.push(t.clone());
+                        self.df.push(0);
+                        self.last_seen.push(timestep);
+                        self.index.insert(t.clone(), id);
+                        id
+                    }
+                };
+                *local.entry(id).or_insert(0) += 1;
+            }
+            for &id in local.keys() {
+                self.df[id as usize] += 1;
+                self.last_seen[id as usize] = timestep;
+            }
+            if !local.is_empty() {
+                self.docs_seen += 1;
+            }
+            let mut v: Vec<(u32, u32)> = local.into_iter().collect();
+            v.sort_unstable();
+            per_doc.push(v);
+        }
+        let before_evict = self.len();
+        let mut change = VocabChange {
+            remap: Remap {
+                old_len,
+                new_len: before_evict,
+                map: None,
+            },
+            added: before_evict - old_len,
+            evicted: 0,
+        };
+        if before_evict > self.max_terms {
+            let map = self.evict(timestep);
+            for v in per_doc.iter_mut() {
+                v.retain_mut(|(id, _)| {
+                    let n = map[*id as usize];
+                    *id = n;
+                    n != EVICTED
+                });
+            }
+            change.evicted = before_evict - self.len();
+            change.added = map[old_len..].iter().filter(|&&n| n != EVICTED).count();
+            change.remap = Remap {
+                old_len,
+                new_len: self.len(),
+                map: Some(map[..old_len].to_vec()),
+            };
+        }
+        (per_doc, change)
+    }
+
+    /// Evict down to the low-water mark; returns the map old id → new id (or EVICTED) over all
+    /// current ids.
+    fn evict(&mut self, timestep: u64) -> Vec<u32> {
+        let n = self.len();
+        let low_water = self.max_terms - self.max_terms / 10;
+        let to_remove = n.saturating_sub(low_water.max(1));
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        // Older terms first (not seen in this batch), then by rarity and staleness.
+        order.sort_unstable_by_key(|&id| {
+            let i = id as usize;
+            (
+                self.last_seen[i] == timestep,
+                self.df[i],
+                self.last_seen[i],
+                id,
+            )
+        });
+        let mut keep = vec![true; n];
+        for &id in order.iter().take(to_remove) {
+            keep[id as usize] = false;
+        }
+        let mut map = vec![EVICTED; n];
+        let mut next = 0u32;
+        for i in 0..n {
+            if keep[i] {
+                map[i] = next;
+                next += 1;
+            }
+        }
+        fn retain<T>(v: &mut Vec<T>, keep: &[bool]) {
+            let mut i = 0;
+            v.retain(|_| {
+                let k = keep[i];
+                i += 1;
+                k
+            });
+        }
+        retain(&mut self.terms, &keep);
+        retain(&mut self.df, &keep);
+        retain(&mut self.last_seen, &keep);
+        self.index = self
+            .terms
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i as u32))
+            .collect();
+        map
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn ids_are_dense_and_df_counts_documents() {
+        let mut v = Vocabulary::new(100);
+        let (c, ch) = v.observe(&[toks("a b a"), toks("b c"), vec![]], 0);
+        assert_eq!(v.len(), 3);
+        assert_eq!(ch.added, 3);
+        assert_eq!(ch.remap.get(0), Some(0));
+        assert_eq!(c[0], vec![(0, 2), (1, 1)]);
+        assert_eq!(c[2], vec![]);
+        assert_eq!(v.df(v.id("b").unwrap()), 2);
+        assert_eq!(v.docs_seen(), 2, "empty documents do not count");
+    }
+
+    #[test]
+    fn bound_evicts_rare_stale_terms_and_remaps() {
+        let mut v = Vocabulary::new(10);
+        let first: Vec<String> = (0..10).map(|i| format!("t{i}")).collect();
+        v.observe(std::slice::from_ref(&first), 0);
+        v.observe(&[toks("t3 t5")], 1); // t3, t5 now have df 2
+        let (c, ch) = v.observe(&[toks("new1 new2 t5")], 2);
+        assert!(v.len() <= 10);
+        assert_eq!(v.len(), 9, "evicts down to 90% of the bound");
+        // t5 (in this batch) and t3 (df 2) survive; new terms survive.
+        for t in ["t3", "t5", "new1", "new2"] {
+            assert!(v.id(t).is_some(), "{t} kept");
+        }
+        assert!(v.id("t0").is_none(), "rarest, oldest term evicted first");
+        let remap = &ch.remap;
+        assert_eq!(remap.old_len, 10);
+        assert_eq!(remap.new_len, 9);
+        assert_eq!(remap.get(0), None);
+        assert_eq!(remap.get(5), v.id("t5").map(|x| x as usize));
+        // the batch's counts use the new ids
+        let ids: Vec<u32> = c[0].iter().map(|p| p.0).collect();
+        let mut want = vec![
+            v.id("new1").unwrap(),
+            v.id("new2").unwrap(),
+            v.id("t5").unwrap(),
+        ];
+        want.sort();
+        assert_eq!(ids, want);
+        for id in 0..v.len() as u32 {
+            assert_eq!(v.id(v.term(id)), Some(id));
+        }
+    }
+
+    #[test]
+    fn a_batch_larger_than_the_bound_stays_bounded() {
+        let mut v = Vocabulary::new(5);
+        let big: Vec<String> = (0..20).map(|i| format!("w{i}")).collect();
+        let (c, _) = v.observe(&[big], 0);
+        assert!(v.len() <= 5);
+        assert_eq!(c[0].len(), v.len());
+    }
+
+    #[test]
+    fn serde_round_trip_rebuilds_index() {
+        let mut v = Vocabulary::new(10);
+        v.observe(&[toks("x y z")], 3);
+        let bytes = postcard::to_stdvec(&v).unwrap();
+        let w: Vocabulary = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(w.id("y"), v.id("y"));
+        assert_eq!(w.len(), 3);
+        assert_eq!(postcard::to_stdvec(&w).unwrap(), bytes);
+    }
+}
