@@ -61,8 +61,9 @@ pub struct StepStats {
     pub mean_code_nnz: f64,
     /// Atoms used by at least one document of the batch.
     pub atoms_used: usize,
-    /// The score threshold applied (see [`crate::threshold::decide`]).
-    pub threshold: f64,
+    /// The score threshold applied (see [`crate::threshold::decide`]); `None` when nothing
+    /// was thresholded (bootstrap, or a top-fraction rule that selected nothing).
+    pub threshold: Option<f64>,
     pub new_terms: usize,
     pub evicted_terms: usize,
     pub vocabulary: usize,
@@ -295,7 +296,7 @@ impl Model {
         } else {
             decide(&p.threshold, &history, &scores, &eligible)
         };
-        stats.threshold = thr;
+        stats.threshold = thr.is_finite().then_some(thr);
         let half_life = match p.threshold {
             ThresholdRule::Adaptive { half_life, .. } => half_life,
             _ => 0.0,

@@ -13,15 +13,22 @@
 //! memory and store size; all arithmetic on them is carried out in `f64` and rounded once when a
 //! new state is written, so results are deterministic and independent of the thread count.
 
+pub mod batch;
+pub mod cli;
 pub mod coding;
 pub mod corpus;
+pub mod daemon;
 pub mod detector;
 pub mod dictionary;
 pub mod eval;
+pub mod ingest;
 pub mod linalg;
 pub mod params;
+pub mod query;
+pub mod store;
 pub mod text;
 pub mod threshold;
+pub mod topics;
 
 pub use detector::{Document, Model, StepOutput, Verdict};
 pub use params::{Params, ParamsError};

@@ -136,6 +136,38 @@ impl Vocabulary {
         self.df[id as usize]
     }
 
+    /// Every term with its document frequency and last-seen timestep, in id order.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, u64, u64)> + '_ {
+        self.terms
+            .iter()
+            .zip(&self.df)
+            .zip(&self.last_seen)
+            .map(|((t, &d), &l)| (t.as_str(), d, l))
+    }
+
+    /// Rebuild a vocabulary from [`Vocabulary::entries`]. Fails on a duplicate term or a zero
+    /// document frequency.
+    pub fn from_entries(
+        entries: Vec<(String, u64, u64)>,
+        docs_seen: u64,
+        max_terms: usize,
+    ) -> Result<Vocabulary, String> {
+        let mut v = Vocabulary::new(max_terms);
+        for (t, d, l) in entries {
+            if d == 0 {
+                return Err(format!("term `{t}` has document frequency 0"));
+            }
+            if v.index.insert(t.clone(), v.terms.len() as u32).is_some() {
+                return Err(format!("term `{t}` appears twice"));
+            }
+            v.terms.push(t);
+            v.df.push(d);
+            v.last_seen.push(l);
+        }
+        v.docs_seen = docs_seen;
+        Ok(v)
+    }
+
     /// Term counts of each document in terms of the *current* ids, without changing anything;
     /// unknown tokens are skipped. Pairs are sorted by id.
     pub fn counts(&self, tokens: &[String]) -> Vec<(u32, u32)> {

@@ -1,0 +1,240 @@
+//! Command-line definitions (clap) and the glue from parsed arguments to library calls.
+//! `main.rs` only parses and dispatches.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::params::Params;
+use crate::threshold::ThresholdRule;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "novad",
+    version,
+    about = "Finds novel documents in a text stream (online ℓ1 dictionary learning) and groups them into emerging topics",
+    long_about = None
+)]
+pub struct Cli {
+    /// More log output (-v debug, -vv trace); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon: watch the inbox, ingest each batch file as one timestep.
+    Run(RunArgs),
+    /// Ingest batch files once, in the order given (the daemon's code path, without moving
+    /// files).
+    Ingest(IngestArgs),
+    /// List verdicts by document time (works while the daemon runs).
+    Verdicts(VerdictArgs),
+    /// List emerging topics (works while the daemon runs).
+    Topics(TopicArgs),
+    /// Show the store's state and the latest timesteps (works while the daemon runs).
+    Status(StatusArgs),
+    /// Write a portable snapshot of the whole store to FILE.
+    Export(SnapshotArgs),
+    /// Create a store from a snapshot FILE (the store directory must be new or empty).
+    Import(SnapshotArgs),
+    /// Print a fingerprint (blake3) of the model state: equal digests mean identical models.
+    Digest(StoreArg),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StoreArg {
+    /// Store directory (created when missing).
+    #[arg(long, default_value = "./novad-data")]
+    pub store: PathBuf,
+}
+
+/// Model parameters, fixed when a store is created. Given for an existing store they must
+/// match what it was created with.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ParamArgs {
+    /// TOML file with the full parameter set (see README); flags below override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Number of dictionary atoms.
+    #[arg(long)]
+    pub k: Option<usize>,
+    /// ℓ1 weight λ of the codes.
+    #[arg(long)]
+    pub lambda: Option<f64>,
+    /// OIADMM penalty β.
+    #[arg(long)]
+    pub beta: Option<f64>,
+    /// Threshold rule: `fixed:ZETA`, `top:FRACTION` or `adaptive:QUANTILE[:HALF_LIFE]`.
+    #[arg(long)]
+    pub threshold: Option<String>,
+    /// Vocabulary bound (terms).
+    #[arg(long)]
+    pub max_terms: Option<usize>,
+    /// Seed of every random choice.
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+impl ParamArgs {
+    /// The requested parameters, or `None` when nothing was requested (use the store's, or
+    /// the defaults for a new store).
+    pub fn resolve(&self) -> Result<Option<Params>, String> {
+        let any_flag = self.k.is_some()
+            || self.lambda.is_some()
+            || self.beta.is_some()
+            || self.threshold.is_some()
+            || self.max_terms.is_some()
+            || self.seed.is_some();
+        if self.config.is_none() && !any_flag {
+            return Ok(None);
+        }
+        let mut p = match &self.config {
+            Some(path) => {
+                let s = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                toml::from_str::<Params>(&s).map_err(|e| format!("{}: {e}", path.display()))?
+            }
+            None => Params::default(),
+        };
+        if let Some(v) = self.k {
+            p.k = v;
+        }
+        if let Some(v) = self.lambda {
+            p.coding.lambda = v;
+        }
+        if let Some(v) = self.beta {
+            p.oiadmm.beta = v;
+        }
+        if let Some(v) = self.max_terms {
+            p.text.max_terms = v;
+        }
+        if let Some(v) = self.seed {
+            p.seed = v;
+        }
+        if let Some(t) = &self.threshold {
+            p.threshold = parse_threshold(t)?;
+        }
+        p.validate().map_err(|e| e.to_string())?;
+        Ok(Some(p))
+    }
+}
+
+/// Parse `fixed:ZETA`, `top:FRACTION`, `adaptive:QUANTILE[:HALF_LIFE]`.
+pub fn parse_threshold(s: &str) -> Result<ThresholdRule, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let num = |i: usize| -> Result<f64, String> {
+        parts
+            .get(i)
+            .ok_or_else(|| format!("threshold `{s}` is missing a number"))?
+            .parse::<f64>()
+            .map_err(|_| format!("threshold `{s}`: `{}` is not a number", parts[i]))
+    };
+    match parts[0] {
+        "fixed" => Ok(ThresholdRule::Fixed { zeta: num(1)? }),
+        "top" => Ok(ThresholdRule::TopFraction { fraction: num(1)? }),
+        "adaptive" => Ok(ThresholdRule::Adaptive {
+            quantile: num(1)?,
+            half_life: if parts.len() > 2 { num(2)? } else { 30.0 },
+        }),
+        _ => Err(format!(
+            "unknown threshold rule `{s}`: use fixed:ZETA, top:FRACTION or adaptive:QUANTILE[:HALF_LIFE]"
+        )),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Folder to watch for batch files (created when missing).
+    #[arg(long, default_value = "./inbox")]
+    pub inbox: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[command(flatten)]
+    pub params: ParamArgs,
+    /// Milliseconds a file's size and mtime must stay unchanged before it is taken.
+    #[arg(long, default_value_t = 1000)]
+    pub settle_ms: u64,
+    /// Longest wait between inbox scans, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub poll_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[command(flatten)]
+    pub params: ParamArgs,
+    /// Batch files (.jsonl or .txt), one timestep each, in this order.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct VerdictArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Documents with time ≥ T (RFC 3339 or YYYY-MM-DD).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Documents with time < T (RFC 3339), or on/before the date T (YYYY-MM-DD, whole day).
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Only novel documents.
+    #[arg(long)]
+    pub novel: bool,
+    /// Only documents with score ≥ X.
+    #[arg(long)]
+    pub min_score: Option<f64>,
+    /// At most N verdicts.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: crate::query::Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TopicFormat {
+    Table,
+    Jsonl,
+}
+
+#[derive(Debug, Args)]
+pub struct TopicArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[arg(long)]
+    pub since: Option<String>,
+    #[arg(long)]
+    pub until: Option<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: TopicFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatusFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// How many recent timesteps to show.
+    #[arg(long, default_value_t = 5)]
+    pub recent: usize,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: StatusFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Snapshot file.
+    pub file: PathBuf,
+}

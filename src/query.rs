@@ -1,0 +1,284 @@
+//! Reading the verdict log and the store's status — from the store directly, or through the
+//! running daemon's local API (see [`crate::daemon::api`]) — and printing them.
+
+use std::io::Write;
+
+use serde::{Deserialize, Serialize};
+
+use crate::batch::parse_time;
+use crate::store::schema::{
+    verdict_time_prefix, StateMeta, TimestepRecord, VerdictRecord, FILES, KEY_FORMAT, KEY_PARAMS,
+    KEY_STATE, META, TIMESTEPS, VERDICTS,
+};
+use crate::Params;
+
+/// Which verdicts to return. Times are Unix milliseconds; `until` is exclusive.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VerdictFilter {
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub novel_only: bool,
+    pub min_score: Option<f64>,
+    pub limit: Option<usize>,
+}
+
+impl VerdictFilter {
+    pub fn matches(&self, v: &VerdictRecord) -> bool {
+        (!self.novel_only || v.novel) && self.min_score.is_none_or(|m| v.score >= m)
+    }
+}
+
+/// Parse a `--since` bound: RFC 3339 time or date (start of that day, UTC).
+pub fn parse_since(s: &str) -> Result<i64, String> {
+    parse_time(s)
+}
+
+/// Parse an `--until` bound: an RFC 3339 time is exclusive; a date `YYYY-MM-DD` includes that
+/// whole day (the bound becomes the next midnight, UTC).
+pub fn parse_until(s: &str) -> Result<i64, String> {
+    let t = parse_time(s)?;
+    if chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").is_ok() {
+        Ok(t + 86_400_000)
+    } else {
+        Ok(t)
+    }
+}
+
+/// Verdicts in time order matching `f`, read from the store's trees.
+pub fn verdicts(db: &sled::Db, f: &VerdictFilter) -> Result<Vec<VerdictRecord>, String> {
+    let tree = db.open_tree(VERDICTS).map_err(|e| e.to_string())?;
+    let lo = f.since.map(verdict_time_prefix).unwrap_or([0; 8]);
+    let iter = match f.until {
+        Some(u) => tree.range(lo.to_vec()..verdict_time_prefix(u).to_vec()),
+        None => tree.range(lo.to_vec()..),
+    };
+    let mut out = Vec::new();
+    for kv in iter {
+        let (_, v) = kv.map_err(|e| e.to_string())?;
+        let v: VerdictRecord =
+            postcard::from_bytes(&v).map_err(|e| format!("corrupt verdict: {e}"))?;
+        if f.matches(&v) {
+            out.push(v);
+            if f.limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A summary of a store.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Status {
+    pub format_version: u32,
+    pub params: Option<Params>,
+    pub state: Option<StateMeta>,
+    pub verdicts: usize,
+    pub files: usize,
+    /// The most recent timesteps, newest first.
+    pub recent: Vec<TimestepRecord>,
+    /// Whether the answer came from a running daemon.
+    pub daemon_pid: Option<u32>,
+    pub disk_bytes: u64,
+}
+
+/// Read the status from the store's trees (`recent` holds at most `n_recent` timesteps).
+pub fn status(db: &sled::Db, n_recent: usize) -> Result<Status, String> {
+    let e = |e: sled::Error| e.to_string();
+    let meta = db.open_tree(META).map_err(e)?;
+    let format_version = meta
+        .get(KEY_FORMAT)
+        .map_err(e)?
+        .and_then(|v| postcard::from_bytes(&v).ok())
+        .unwrap_or(0);
+    let params = meta
+        .get(KEY_PARAMS)
+        .map_err(e)?
+        .and_then(|v| postcard::from_bytes(&v).ok());
+    let state = meta
+        .get(KEY_STATE)
+        .map_err(e)?
+        .and_then(|v| postcard::from_bytes(&v).ok());
+    let ts = db.open_tree(TIMESTEPS).map_err(e)?;
+    let mut recent = Vec::new();
+    for kv in ts.iter().rev().take(n_recent) {
+        let (_, v) = kv.map_err(e)?;
+        recent.push(postcard::from_bytes(&v).map_err(|e| format!("corrupt timestep record: {e}"))?);
+    }
+    Ok(Status {
+        format_version,
+        params,
+        state,
+        verdicts: db.open_tree(VERDICTS).map_err(e)?.len(),
+        files: db.open_tree(FILES).map_err(e)?.len(),
+        recent,
+        daemon_pid: None,
+        disk_bytes: 0,
+    })
+}
+
+/// Output formats of `novad verdicts`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Jsonl,
+    Csv,
+}
+
+/// RFC 3339 (UTC, milliseconds) of a Unix-millisecond time.
+pub fn fmt_time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_else(|| ms.to_string())
+}
+
+/// One verdict as the JSON object printed by `--format jsonl`.
+pub fn verdict_json(v: &VerdictRecord) -> serde_json::Value {
+    serde_json::json!({
+        "doc_id": v.doc_id,
+        "time": fmt_time(v.time),
+        "timestep": v.timestep,
+        "source": v.source,
+        "score": v.score,
+        "novel": v.novel,
+        "bootstrap": v.bootstrap,
+        "empty": v.empty,
+        "at_ceiling": v.at_ceiling,
+        "terms": v.terms.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(),
+    })
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Print verdicts in the given format.
+pub fn write_verdicts(
+    out: &mut dyn Write,
+    vs: &[VerdictRecord],
+    format: Format,
+) -> std::io::Result<()> {
+    match format {
+        Format::Jsonl => {
+            for v in vs {
+                writeln!(out, "{}", verdict_json(v))?;
+            }
+        }
+        Format::Csv => {
+            writeln!(
+                out,
+                "doc_id,time,timestep,source,score,novel,bootstrap,empty,terms"
+            )?;
+            for v in vs {
+                let terms: Vec<&str> = v.terms.iter().map(|t| t.0.as_str()).collect();
+                writeln!(
+                    out,
+                    "{},{},{},{},{:.6},{},{},{},{}",
+                    csv_field(&v.doc_id),
+                    fmt_time(v.time),
+                    v.timestep,
+                    csv_field(&v.source),
+                    v.score,
+                    v.novel,
+                    v.bootstrap,
+                    v.empty,
+                    csv_field(&terms.join(" "))
+                )?;
+            }
+        }
+        Format::Table => {
+            writeln!(
+                out,
+                "{:<24} {:<24} {:>5} {:>8} {:<5} why (top residual terms)",
+                "time", "doc_id", "step", "score", "novel"
+            )?;
+            for v in vs {
+                let flag = if v.bootstrap {
+                    "boot"
+                } else if v.empty {
+                    "empty"
+                } else if v.novel {
+                    "NOVEL"
+                } else {
+                    "-"
+                };
+                let terms: Vec<&str> = v.terms.iter().take(5).map(|t| t.0.as_str()).collect();
+                let id: String = v.doc_id.chars().take(24).collect();
+                writeln!(
+                    out,
+                    "{:<24} {:<24} {:>5} {:>8.4} {:<5} {}",
+                    fmt_time(v.time),
+                    id,
+                    v.timestep,
+                    v.score,
+                    flag,
+                    terms.join(" ")
+                )?;
+            }
+            writeln!(out, "{} verdicts", vs.len())?;
+        }
+    }
+    Ok(())
+}
+
+/// Print a status summary for people.
+pub fn write_status(out: &mut dyn Write, s: &Status) -> std::io::Result<()> {
+    writeln!(out, "store format     {}", s.format_version)?;
+    match s.daemon_pid {
+        Some(p) => writeln!(out, "daemon           running (pid {p})")?,
+        None => writeln!(out, "daemon           not running")?,
+    }
+    if let Some(st) = &s.state {
+        writeln!(out, "timesteps        {}", st.timestep)?;
+        writeln!(out, "bootstrapped     {}", st.bootstrapped)?;
+        writeln!(
+            out,
+            "vocabulary       {} terms (bound {})",
+            st.terms, st.max_terms
+        )?;
+        writeln!(out, "atoms (k)        {}", st.atoms)?;
+        writeln!(out, "documents seen   {}", st.docs_seen)?;
+        writeln!(out, "last commit      {}", fmt_time(st.committed_at))?;
+    } else {
+        writeln!(out, "timesteps        0 (nothing ingested yet)")?;
+    }
+    writeln!(out, "verdicts         {}", s.verdicts)?;
+    writeln!(out, "files            {}", s.files)?;
+    if s.disk_bytes > 0 {
+        writeln!(
+            out,
+            "disk             {:.1} MiB",
+            s.disk_bytes as f64 / (1 << 20) as f64
+        )?;
+    }
+    if !s.recent.is_empty() {
+        writeln!(out, "\nrecent timesteps (newest first):")?;
+        writeln!(
+            out,
+            "{:>5} {:<28} {:>6} {:>6} {:>8} {:>9} {:>9} {:>8} {:>7}",
+            "step", "file", "docs", "novel", "ceiling", "code_nnz", "atoms", "Â moved", "secs"
+        )?;
+        for r in &s.recent {
+            let st = &r.stats;
+            let f: String = r.file.chars().take(28).collect();
+            writeln!(
+                out,
+                "{:>5} {:<28} {:>6} {:>6} {:>8.3} {:>9.2} {:>9} {:>8.4} {:>7.3}",
+                r.timestep,
+                f,
+                st.docs,
+                st.novel,
+                st.ceiling_fraction,
+                st.mean_code_nnz,
+                st.atoms_used,
+                st.oiadmm.relative_change,
+                st.seconds_vectorize + st.seconds_coding + st.seconds_update
+            )?;
+        }
+    }
+    Ok(())
+}

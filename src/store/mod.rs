@@ -1,0 +1,526 @@
+//! The sled store: model state, verdict log, ingested files, per-timestep records.
+//!
+//! Durability invariants (SPEC §2):
+//! - every timestep is **one** sled transaction over all trees (state chunks, verdicts, file
+//!   record, timestep record), so after a crash the store holds either all of a timestep or none
+//!   of it;
+//! - the caller flushes ([`Store::flush`]) before it moves the batch file, so a file is only
+//!   moved once its timestep is durable; a file found in the inbox whose content hash is already
+//!   in `files` was committed before a crash and is only moved, never re-applied;
+//! - transaction closures do no I/O and only apply a precomputed write plan, so sled may rerun
+//!   them freely;
+//! - the state is written as chunks of a few KiB and only changed chunks are rewritten
+//!   (sled does not reclaim large values well).
+
+pub mod migrate;
+pub mod schema;
+pub mod snapshot;
+
+use std::collections::HashMap;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+use sled::Transactional;
+use thiserror::Error;
+
+use crate::detector::{EngineError, Model, ModelParts};
+use crate::params::Params;
+use crate::text::Vocabulary;
+use crate::threshold::ScoreHistory;
+use schema::*;
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("store {dir} is in use by another process{pid} (sled's lock is held); stop it or use another --store")]
+    Locked { dir: String, pid: String },
+    #[error("store {dir} was written by a newer novad (store format {found}); this novad reads format {supported} — upgrade novad")]
+    Newer {
+        dir: String,
+        found: u32,
+        supported: u32,
+    },
+    #[error("store {dir} has format {found} and no migration leads from it to format {supported}")]
+    NoMigration {
+        dir: String,
+        found: u32,
+        supported: u32,
+    },
+    #[error("store {dir}: migration {name} failed: {msg} (a backup was written to {backup})")]
+    Migration {
+        dir: String,
+        name: String,
+        msg: String,
+        backup: String,
+    },
+    #[error("store {dir}: {source}")]
+    Sled {
+        dir: String,
+        #[source]
+        source: sled::Error,
+    },
+    #[error("store {dir}: {what}: {source}")]
+    Io {
+        dir: String,
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("store {dir}: corrupt {what}: {msg}")]
+    Corrupt {
+        dir: String,
+        what: String,
+        msg: String,
+    },
+    #[error("store {dir}: the model state is inconsistent: {source}")]
+    Model {
+        dir: String,
+        #[source]
+        source: EngineError,
+    },
+    #[error("store {dir} was created with different parameters; refusing to change {fields} (parameters are fixed when a store is created)")]
+    Conflict { dir: String, fields: String },
+    #[error("store {dir} is not empty; import needs a new store directory")]
+    NotEmpty { dir: String },
+    #[error("snapshot {path}: {msg}")]
+    Snapshot { path: String, msg: String },
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Records committed with one timestep besides the model state.
+#[derive(Debug, Clone)]
+pub struct TimestepWrite {
+    pub verdicts: Vec<VerdictRecord>,
+    /// blake3 of the batch file's content.
+    pub hash: [u8; 32],
+    pub file: FileRecord,
+    pub record: TimestepRecord,
+    /// Extra (key, value) pairs for the `topics` tree.
+    pub topics: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// What a commit wrote.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CommitStats {
+    /// Keys + values inserted.
+    pub bytes: u64,
+    pub inserts: usize,
+    pub removes: usize,
+}
+
+/// A state chunk: (index in [`ALL_TREES`], key).
+type ChunkKey = (usize, Vec<u8>);
+
+/// An open store. Holds sled's exclusive lock on the directory until dropped.
+pub struct Store {
+    dir: PathBuf,
+    db: sled::Db,
+    trees: Vec<sled::Tree>,
+    /// blake3 of every state chunk as committed, by (tree index, key).
+    cache: HashMap<(usize, Vec<u8>), blake3::Hash>,
+}
+
+fn pid_path(dir: &Path) -> PathBuf {
+    dir.join("novad.pid")
+}
+
+impl Store {
+    /// Open (or create) the store in `dir`, migrating an older format (after writing a
+    /// backup snapshot next to it) and refusing a newer one.
+    pub fn open(dir: &Path) -> Result<Store> {
+        let d = dir.display().to_string();
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            dir: d.clone(),
+            what: "cannot create the directory".into(),
+            source,
+        })?;
+        let db = match sled::Config::new().path(dir.join("db")).open() {
+            Ok(db) => db,
+            Err(sled::Error::Io(e))
+                if e.kind() == ErrorKind::WouldBlock || e.to_string().contains("lock") =>
+            {
+                let pid = std::fs::read_to_string(pid_path(dir))
+                    .ok()
+                    .map(|p| format!(" (novad pid {})", p.trim()))
+                    .unwrap_or_default();
+                return Err(StoreError::Locked { dir: d, pid });
+            }
+            Err(source) => return Err(StoreError::Sled { dir: d, source }),
+        };
+        let _ = std::fs::write(pid_path(dir), std::process::id().to_string());
+        let mut store = Store {
+            dir: dir.to_path_buf(),
+            trees: Vec::new(),
+            cache: HashMap::new(),
+            db,
+        };
+        migrate::bring_up_to_date(&store)?;
+        store.trees = ALL_TREES
+            .iter()
+            .map(|n| store.db.open_tree(n))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| store.sled(e))?;
+        Ok(store)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn db(&self) -> &sled::Db {
+        &self.db
+    }
+    pub(crate) fn dir_string(&self) -> String {
+        self.dir.display().to_string()
+    }
+    pub(crate) fn sled(&self, source: sled::Error) -> StoreError {
+        StoreError::Sled {
+            dir: self.dir_string(),
+            source,
+        }
+    }
+    fn corrupt(&self, what: &str, msg: impl ToString) -> StoreError {
+        StoreError::Corrupt {
+            dir: self.dir_string(),
+            what: what.into(),
+            msg: msg.to_string(),
+        }
+    }
+    /// A tree of the current format by name.
+    pub fn tree(&self, name: &str) -> &sled::Tree {
+        let i = ALL_TREES
+            .iter()
+            .position(|n| *n == name)
+            .expect("known tree");
+        &self.trees[i]
+    }
+
+    /// The stored format version (None for a store never written to).
+    pub fn format_version(db: &sled::Db) -> std::result::Result<Option<u32>, String> {
+        let meta = db.open_tree(META).map_err(|e| e.to_string())?;
+        match meta.get(KEY_FORMAT).map_err(|e| e.to_string())? {
+            None => Ok(None),
+            Some(v) => postcard::from_bytes(&v)
+                .map(Some)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// The parameters the store was created with (None for a new store).
+    pub fn params(&self) -> Result<Option<Params>> {
+        match self.tree(META).get(KEY_PARAMS).map_err(|e| self.sled(e))? {
+            None => Ok(None),
+            Some(v) => postcard::from_bytes(&v)
+                .map(Some)
+                .map_err(|e| self.corrupt("parameters", e)),
+        }
+    }
+
+    /// Open the model: the stored one, or a new one from `requested` (or defaults) for a new
+    /// store. When `requested` is given for an existing store, it must equal the stored
+    /// parameters; the differing fields are named otherwise.
+    pub fn model(&mut self, requested: Option<&Params>) -> Result<Model> {
+        match self.params()? {
+            Some(stored) => {
+                if let Some(req) = requested {
+                    let diff = param_diff(&stored, req);
+                    if !diff.is_empty() {
+                        return Err(StoreError::Conflict {
+                            dir: self.dir_string(),
+                            fields: diff.join(", "),
+                        });
+                    }
+                }
+                self.load_model(stored)
+            }
+            None => {
+                let params = requested.cloned().unwrap_or_default();
+                let model = Model::new(params.clone()).map_err(|e| StoreError::Model {
+                    dir: self.dir_string(),
+                    source: e.into(),
+                })?;
+                let meta = self.tree(META).clone();
+                meta.insert(KEY_PARAMS, postcard::to_stdvec(&params).unwrap())
+                    .map_err(|e| self.sled(e))?;
+                self.flush()?;
+                Ok(model)
+            }
+        }
+    }
+
+    fn load_model(&mut self, params: Params) -> Result<Model> {
+        let meta = self.tree(META).clone();
+        let state: Option<StateMeta> = match meta.get(KEY_STATE).map_err(|e| self.sled(e))? {
+            None => None,
+            Some(v) => Some(postcard::from_bytes(&v).map_err(|e| self.corrupt("state", e))?),
+        };
+        let Some(state) = state else {
+            // parameters written, no timestep committed yet
+            return Model::new(params).map_err(|e| StoreError::Model {
+                dir: self.dir_string(),
+                source: e.into(),
+            });
+        };
+        let history: ScoreHistory = match meta.get(KEY_HISTORY).map_err(|e| self.sled(e))? {
+            None => return Err(self.corrupt("score history", "missing")),
+            Some(v) => postcard::from_bytes(&v).map_err(|e| self.corrupt("score history", e))?,
+        };
+        let mut cache = HashMap::new();
+        let mut read = |store: &Store, tree: &str| -> Result<Vec<(u32, Vec<u8>)>> {
+            let ti = ALL_TREES.iter().position(|n| *n == tree).unwrap();
+            let mut out = Vec::new();
+            for kv in store.tree(tree).iter() {
+                let (k, v) = kv.map_err(|e| store.sled(e))?;
+                if k.len() != 4 {
+                    return Err(store.corrupt(tree, "bad chunk key"));
+                }
+                cache.insert((ti, k.to_vec()), blake3::hash(&v));
+                out.push((u32::from_be_bytes([k[0], k[1], k[2], k[3]]), v.to_vec()));
+            }
+            Ok(out)
+        };
+        let vocab_chunks = read(self, VOCAB)?;
+        let dict_chunks = read(self, DICT)?;
+        let delta_chunks = read(self, DELTA)?;
+        let mut entries = Vec::with_capacity(state.terms as usize);
+        for (_, bytes) in vocab_chunks {
+            let chunk: Vec<TermEntry> =
+                postcard::from_bytes(&bytes).map_err(|e| self.corrupt("vocabulary", e))?;
+            entries.extend(chunk.into_iter().map(|t| (t.term, t.df, t.last_seen)));
+        }
+        if entries.len() as u64 != state.terms {
+            return Err(self.corrupt(
+                "vocabulary",
+                format!("{} terms stored, {} expected", entries.len(), state.terms),
+            ));
+        }
+        let vocab = Vocabulary::from_entries(entries, state.docs_seen, state.max_terms as usize)
+            .map_err(|e| self.corrupt("vocabulary", e))?;
+        let m = state.terms as usize;
+        let dict = dict_from_chunks(m, state.atoms as usize, dict_chunks.into_iter())
+            .map_err(|e| self.corrupt("dictionary", e))?;
+        let delta = delta_from_chunks(m, state.delta_cols as usize, delta_chunks.into_iter())
+            .map_err(|e| self.corrupt("Δ", e))?;
+        for key in [KEY_PARAMS, KEY_STATE, KEY_HISTORY] {
+            if let Some(v) = meta.get(key).map_err(|e| self.sled(e))? {
+                cache.insert((0, key.to_vec()), blake3::hash(&v));
+            }
+        }
+        let model = Model::from_parts(ModelParts {
+            params,
+            vocab,
+            dict,
+            delta,
+            history,
+            timestep: state.timestep,
+            bootstrapped: state.bootstrapped,
+        })
+        .map_err(|source| StoreError::Model {
+            dir: self.dir_string(),
+            source,
+        })?;
+        self.cache = cache;
+        Ok(model)
+    }
+
+    /// The content-hash record of a committed batch file, if any.
+    pub fn file_record(&self, hash: &[u8; 32]) -> Result<Option<FileRecord>> {
+        match self.tree(FILES).get(hash).map_err(|e| self.sled(e))? {
+            None => Ok(None),
+            Some(v) => postcard::from_bytes(&v)
+                .map(Some)
+                .map_err(|e| self.corrupt("file record", e)),
+        }
+    }
+
+    /// Commit one timestep atomically: the new model state (changed chunks only) and the
+    /// timestep's records. Not durable until [`Store::flush`].
+    pub fn commit(&mut self, model: &Model, write: &TimestepWrite) -> Result<CommitStats> {
+        let now = write.record.committed_at;
+        // 1. The state as (tree, key) → bytes.
+        let mut state: Vec<(ChunkKey, Vec<u8>)> = Vec::new();
+        let p = model.params();
+        let meta_state = StateMeta {
+            timestep: model.timestep(),
+            bootstrapped: model.is_bootstrapped(),
+            terms: model.vocab().len() as u64,
+            atoms: model.dictionary().ncols() as u64,
+            delta_cols: model.delta().ncols() as u64,
+            docs_seen: model.vocab().docs_seen(),
+            max_terms: model.vocab().max_terms() as u64,
+            committed_at: now,
+        };
+        state.push(((0, KEY_PARAMS.to_vec()), postcard::to_stdvec(p).unwrap()));
+        state.push((
+            (0, KEY_STATE.to_vec()),
+            postcard::to_stdvec(&meta_state).unwrap(),
+        ));
+        state.push((
+            (0, KEY_HISTORY.to_vec()),
+            postcard::to_stdvec(model.history()).unwrap(),
+        ));
+        let entries: Vec<(&str, u64, u64)> = model.vocab().entries().collect();
+        for (c, chunk) in entries.chunks(VOCAB_CHUNK).enumerate() {
+            let v: Vec<TermEntry> = chunk
+                .iter()
+                .map(|&(t, d, l)| TermEntry {
+                    term: t.to_string(),
+                    df: d,
+                    last_seen: l,
+                })
+                .collect();
+            state.push((
+                (1, u32_key(c as u32).to_vec()),
+                postcard::to_stdvec(&v).unwrap(),
+            ));
+        }
+        for (c, bytes) in dict_chunks(model.dictionary()) {
+            state.push(((2, u32_key(c).to_vec()), bytes));
+        }
+        for (c, bytes) in delta_chunks(model.delta()) {
+            state.push(((3, u32_key(c).to_vec()), bytes));
+        }
+        // 2. Diff against what is stored.
+        let mut ops: Vec<(usize, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        let mut new_cache: HashMap<(usize, Vec<u8>), blake3::Hash> = HashMap::new();
+        for (key, bytes) in state {
+            let h = blake3::hash(&bytes);
+            if self.cache.get(&key) != Some(&h) {
+                ops.push((key.0, key.1.clone(), Some(bytes)));
+            }
+            new_cache.insert(key, h);
+        }
+        let mut removed: Vec<&(usize, Vec<u8>)> = self
+            .cache
+            .keys()
+            .filter(|k| !new_cache.contains_key(*k))
+            .collect();
+        removed.sort();
+        for (t, k) in removed {
+            ops.push((*t, k.clone(), None));
+        }
+        // 3. The timestep's records.
+        let vi = ALL_TREES.iter().position(|n| *n == VERDICTS).unwrap();
+        for v in &write.verdicts {
+            ops.push((
+                vi,
+                verdict_key(v.time, v.timestep, v.seq).to_vec(),
+                Some(postcard::to_stdvec(v).unwrap()),
+            ));
+        }
+        let fi = ALL_TREES.iter().position(|n| *n == FILES).unwrap();
+        ops.push((
+            fi,
+            write.hash.to_vec(),
+            Some(postcard::to_stdvec(&write.file).unwrap()),
+        ));
+        let ti = ALL_TREES.iter().position(|n| *n == TIMESTEPS).unwrap();
+        ops.push((
+            ti,
+            u64_key(write.record.timestep).to_vec(),
+            Some(postcard::to_stdvec(&write.record).unwrap()),
+        ));
+        let oi = ALL_TREES.iter().position(|n| *n == TOPICS).unwrap();
+        for (k, v) in &write.topics {
+            ops.push((oi, k.clone(), Some(v.clone())));
+        }
+        let stats = CommitStats {
+            bytes: ops
+                .iter()
+                .map(|(_, k, v)| (k.len() + v.as_ref().map_or(0, |v| v.len())) as u64)
+                .sum(),
+            inserts: ops.iter().filter(|o| o.2.is_some()).count(),
+            removes: ops.iter().filter(|o| o.2.is_none()).count(),
+        };
+        // 4. One transaction. The closure only replays `ops` (it may run more than once).
+        let refs: Vec<&sled::Tree> = self.trees.iter().collect();
+        let res: std::result::Result<(), TransactionError<()>> =
+            refs.as_slice().transaction(|views| {
+                for (t, k, v) in &ops {
+                    match v {
+                        Some(v) => {
+                            views[*t].insert(k.as_slice(), v.as_slice())?;
+                        }
+                        None => {
+                            views[*t].remove(k.as_slice())?;
+                        }
+                    }
+                }
+                Ok::<(), ConflictableTransactionError<()>>(())
+            });
+        match res {
+            Ok(()) => {}
+            Err(TransactionError::Storage(e)) => return Err(self.sled(e)),
+            Err(TransactionError::Abort(())) => unreachable!("the closure never aborts"),
+        }
+        self.cache = new_cache;
+        Ok(stats)
+    }
+
+    /// Make every committed transaction durable. Returns bytes flushed.
+    pub fn flush(&self) -> Result<usize> {
+        self.db.flush().map_err(|e| self.sled(e))
+    }
+
+    /// Bytes the store occupies on disk (all files under its directory).
+    pub fn disk_bytes(&self) -> u64 {
+        dir_size(&self.dir)
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let _ = self.db.flush();
+        let _ = std::fs::remove_file(pid_path(&self.dir));
+    }
+}
+
+/// Total size of the regular files under `dir`.
+pub fn dir_size(dir: &Path) -> u64 {
+    let mut total = 0;
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if let Ok(md) = e.metadata() {
+                if md.is_dir() {
+                    total += dir_size(&e.path());
+                } else {
+                    total += md.len();
+                }
+            }
+        }
+    }
+    total
+}
+
+/// Dotted names of the parameter fields that differ between `a` and `b`.
+pub fn param_diff(a: &Params, b: &Params) -> Vec<String> {
+    fn walk(prefix: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
+        use serde_json::Value::Object;
+        match (a, b) {
+            (Object(x), Object(y)) => {
+                let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+                keys.sort();
+                keys.dedup();
+                for k in keys {
+                    let p = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    let n = serde_json::Value::Null;
+                    walk(&p, x.get(k).unwrap_or(&n), y.get(k).unwrap_or(&n), out);
+                }
+            }
+            _ if a != b => out.push(format!("{prefix} (store: {a}, requested: {b})")),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(
+        "",
+        &serde_json::to_value(a).unwrap(),
+        &serde_json::to_value(b).unwrap(),
+        &mut out,
+    );
+    out
+}

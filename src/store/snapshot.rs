@@ -1,0 +1,160 @@
+//! Portable snapshots of a whole store (`novad export` / `novad import`).
+//!
+//! Format: the magic `NOVADSNAP1\n`, the store format version (u32 LE), then records
+//! `len: u32 LE` + postcard `(tree: String, key: Vec<u8>, value: Vec<u8>)`, a zero length as
+//! end marker, and the 32-byte blake3 of everything before it. Import verifies the checksum
+//! and the format before writing anything, and only into an empty store.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::Path;
+
+use super::schema::{FORMAT_VERSION, KEY_FORMAT, META};
+use super::{Store, StoreError};
+
+const MAGIC: &[u8] = b"NOVADSNAP1\n";
+
+fn snap_err(path: &Path, msg: impl ToString) -> StoreError {
+    StoreError::Snapshot {
+        path: path.display().to_string(),
+        msg: msg.to_string(),
+    }
+}
+
+/// Write every tree of `db` to `path` (written to `path.tmp`, then renamed). Returns the number
+/// of records.
+pub fn export_db(db: &sled::Db, format: u32, path: &Path) -> Result<u64, StoreError> {
+    let tmp = path.with_extension("tmp");
+    let f = File::create(&tmp).map_err(|e| snap_err(path, e))?;
+    let mut w = BufWriter::new(f);
+    let mut h = blake3::Hasher::new();
+    let mut put = |w: &mut BufWriter<File>, bytes: &[u8]| -> Result<(), StoreError> {
+        h.update(bytes);
+        w.write_all(bytes).map_err(|e| snap_err(path, e))
+    };
+    put(&mut w, MAGIC)?;
+    put(&mut w, &format.to_le_bytes())?;
+    let mut n = 0u64;
+    let mut names: Vec<sled::IVec> = db.tree_names();
+    names.sort();
+    for name in names {
+        if name.as_ref() == b"__sled__default" {
+            continue;
+        }
+        let tname = String::from_utf8_lossy(&name).into_owned();
+        let tree = db.open_tree(&name).map_err(|e| snap_err(path, e))?;
+        for kv in tree.iter() {
+            let (k, v) = kv.map_err(|e| snap_err(path, e))?;
+            let rec = postcard::to_stdvec(&(&tname, k.as_ref(), v.as_ref())).unwrap();
+            put(&mut w, &(rec.len() as u32).to_le_bytes())?;
+            put(&mut w, &rec)?;
+            n += 1;
+        }
+    }
+    put(&mut w, &0u32.to_le_bytes())?;
+    let digest = h.finalize();
+    w.write_all(digest.as_bytes())
+        .map_err(|e| snap_err(path, e))?;
+    let f = w.into_inner().map_err(|e| snap_err(path, e.error()))?;
+    f.sync_all().map_err(|e| snap_err(path, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| snap_err(path, e))?;
+    Ok(n)
+}
+
+/// Export an open store.
+pub fn export(store: &Store, path: &Path) -> Result<u64, StoreError> {
+    store.flush()?;
+    export_db(store.db(), FORMAT_VERSION, path)
+}
+
+type Record = (String, Vec<u8>, Vec<u8>);
+
+fn read_all(path: &Path) -> Result<(u32, Vec<Record>), StoreError> {
+    let f = File::open(path).map_err(|e| snap_err(path, e))?;
+    let mut r = BufReader::new(f);
+    let mut h = blake3::Hasher::new();
+    let mut take = |r: &mut BufReader<File>, n: usize| -> Result<Vec<u8>, StoreError> {
+        let mut buf = vec![0u8; n];
+        r.read_exact(&mut buf)
+            .map_err(|_| snap_err(path, "truncated snapshot"))?;
+        h.update(&buf);
+        Ok(buf)
+    };
+    if take(&mut r, MAGIC.len())? != MAGIC {
+        return Err(snap_err(path, "not a novad snapshot (bad magic)"));
+    }
+    let v = take(&mut r, 4)?;
+    let format = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+    let mut recs = Vec::new();
+    loop {
+        let l = take(&mut r, 4)?;
+        let len = u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize;
+        if len == 0 {
+            break;
+        }
+        let rec = take(&mut r, len)?;
+        let rec: Record = postcard::from_bytes(&rec)
+            .map_err(|e| snap_err(path, format!("record {}: {e}", recs.len())))?;
+        recs.push(rec);
+    }
+    let digest = h.finalize();
+    let mut want = [0u8; 32];
+    r.read_exact(&mut want)
+        .map_err(|_| snap_err(path, "truncated snapshot (no checksum)"))?;
+    if digest.as_bytes() != &want {
+        return Err(snap_err(path, "checksum mismatch: the snapshot is damaged"));
+    }
+    Ok((format, recs))
+}
+
+/// Import a snapshot into the new (empty) store directory `dir`. The snapshot's format may be
+/// older (it is migrated when the store is next opened) but not newer.
+pub fn import(dir: &Path, path: &Path) -> Result<u64, StoreError> {
+    let (format, recs) = read_all(path)?;
+    if format > FORMAT_VERSION {
+        return Err(StoreError::Newer {
+            dir: path.display().to_string(),
+            found: format,
+            supported: FORMAT_VERSION,
+        });
+    }
+    let d = dir.display().to_string();
+    std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+        dir: d.clone(),
+        what: "cannot create the directory".into(),
+        source,
+    })?;
+    let db = sled::Config::new()
+        .path(dir.join("db"))
+        .open()
+        .map_err(|source| StoreError::Sled {
+            dir: d.clone(),
+            source,
+        })?;
+    let sled_err = |source| StoreError::Sled {
+        dir: d.clone(),
+        source,
+    };
+    let non_empty = db
+        .tree_names()
+        .iter()
+        .any(|n| db.open_tree(n).map(|t| !t.is_empty()).unwrap_or(true));
+    if non_empty {
+        return Err(StoreError::NotEmpty { dir: d });
+    }
+    let n = recs.len() as u64;
+    for (tree, k, v) in recs {
+        db.open_tree(tree.as_bytes())
+            .map_err(sled_err)?
+            .insert(k, v)
+            .map_err(sled_err)?;
+    }
+    // the format key is part of the records; make sure it is there even for a bare snapshot
+    let meta = db.open_tree(META).map_err(sled_err)?;
+    if meta.get(KEY_FORMAT).map_err(sled_err)?.is_none() {
+        meta.insert(KEY_FORMAT, postcard::to_stdvec(&format).unwrap())
+            .map_err(sled_err)?;
+    }
+    db.flush().map_err(sled_err)?;
+    Ok(n)
+}
