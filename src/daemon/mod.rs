@@ -2,15 +2,15 @@
 //! to `processed/` (or `rejected/` with a `.error` note), serve live queries, stop cleanly on
 //! SIGINT/SIGTERM.
 //!
-//! A file is taken when it is complete: its size and mtime are unchanged across two scans and
-//! its mtime is at least `settle` old (so `cp`, `rsync` — which writes a dot temp file and
-//! renames it — and slow appenders all work). Dotfiles, `*.tmp` and `*.part` are ignored.
+//! A file is taken when it is complete: it was renamed into the inbox (the watcher saw the
+//! rename — how `rsync` and atomic writers finish), or its size and mtime are unchanged across
+//! two scans and its mtime is at least `settle` old (so `cp` and slow appenders work). Dotfiles, `*.tmp` and `*.part` are ignored.
 //! Files are taken oldest first (mtime, then name). The inbox is rescanned on every watcher
 //! event and at least every `poll` interval, which also covers watcher overflows.
 
 pub mod api;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -166,8 +166,13 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
     ] {
         std::fs::create_dir_all(&d).map_err(|e| inbox_err(&d, e))?;
     }
-    let processed = cfg.inbox.join(PROCESSED);
-    let rejected = cfg.inbox.join(REJECTED);
+    // absolute, so scan paths and watcher paths compare equal
+    let inbox = cfg
+        .inbox
+        .canonicalize()
+        .map_err(|e| inbox_err(&cfg.inbox, e))?;
+    let processed = inbox.join(PROCESSED);
+    let rejected = inbox.join(REJECTED);
 
     let term = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -190,16 +195,32 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
         "novad running"
     );
 
-    let (tx, rx) = mpsc::channel::<()>();
+    // The watcher reports files renamed into the inbox (complete by convention); any other
+    // event (including overflow / rescan notices and errors) just triggers a rescan.
+    let (tx, rx) = mpsc::channel::<Option<PathBuf>>();
     let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        // Any event (including overflow / rescan notices and errors) just triggers a rescan.
-        if let Err(e) = &res {
-            tracing::debug!(error = %e, "watcher error; rescanning");
+        use notify::event::{EventKind, ModifyKind, RenameMode};
+        match res {
+            Ok(ev) => {
+                let renamed_to = match ev.kind {
+                    EventKind::Modify(ModifyKind::Name(RenameMode::To)) => {
+                        ev.paths.first().cloned()
+                    }
+                    EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => {
+                        ev.paths.get(1).cloned()
+                    }
+                    _ => None,
+                };
+                let _ = tx.send(renamed_to);
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "watcher error; rescanning");
+                let _ = tx.send(None);
+            }
         }
-        let _ = tx.send(());
     });
     let _watcher = match watcher {
-        Ok(mut w) => match w.watch(&cfg.inbox, RecursiveMode::NonRecursive) {
+        Ok(mut w) => match w.watch(&inbox, RecursiveMode::NonRecursive) {
             Ok(()) => Some(w),
             Err(e) => {
                 tracing::warn!(error = %e, "file watcher unavailable; polling the inbox");
@@ -213,8 +234,9 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
     };
 
     let mut seen: HashMap<PathBuf, (Seen, Instant)> = HashMap::new();
+    let mut renamed_in: HashSet<PathBuf> = HashSet::new();
     while !term.load(Ordering::SeqCst) {
-        let cands = scan(&cfg.inbox).map_err(|e| inbox_err(&cfg.inbox, e))?;
+        let cands = scan(&inbox).map_err(|e| inbox_err(&inbox, e))?;
         let now = SystemTime::now();
         let mut ready: Vec<(SystemTime, PathBuf)> = Vec::new();
         let mut pending = false;
@@ -228,6 +250,10 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
                         .duration_since(s.mtime)
                         .map(|age| age >= cfg.settle)
                         .unwrap_or(false);
+                    if renamed_in.contains(&path) {
+                        ready.push((s.mtime, path));
+                        continue;
+                    }
                     match seen.get(&path) {
                         Some((prev, since))
                             if *prev == s
@@ -247,9 +273,11 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
             }
         }
         seen.retain(|p, _| present.contains(p));
+        renamed_in.retain(|p| present.contains(p));
         ready.sort();
         if let Some((_, path)) = ready.into_iter().next() {
             seen.remove(&path);
+            renamed_in.remove(&path);
             let name = path
                 .file_name()
                 .unwrap_or_default()
@@ -297,8 +325,23 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
         } else {
             cfg.poll
         };
-        let _ = rx.recv_timeout(wait);
-        while rx.try_recv().is_ok() {}
+        let mut note = |ev: Option<PathBuf>| {
+            if let Some(p) = ev {
+                let name = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                if p.parent() == Some(inbox.as_path()) && !ignored(&name) {
+                    renamed_in.insert(p);
+                }
+            }
+        };
+        if let Ok(ev) = rx.recv_timeout(wait) {
+            note(ev);
+        }
+        while let Ok(ev) = rx.try_recv() {
+            note(ev);
+        }
     }
     tracing::info!(timestep = ing.model.timestep(), "shutting down");
     drop(ing);

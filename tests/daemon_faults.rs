@@ -1,0 +1,462 @@
+//! The daemon under faults: SIGKILL at random moments, bad input files, old/new/corrupt store
+//! versions. Drives the real binary.
+#[path = "common/daemon.rs"]
+mod harness;
+
+use harness::*;
+use rand::{Rng, SeedableRng};
+use std::collections::HashSet;
+use std::time::Duration;
+
+fn s(d: &Dirs) -> String {
+    d.store().display().to_string()
+}
+
+fn stop(mut daemon: Daemon) -> i32 {
+    daemon.signal("TERM");
+    wait_child(&mut daemon.child, Duration::from_secs(60)).expect("exits")
+}
+
+/// Kill -9 the daemon at random moments while it ingests, restart, repeat; the outcome must
+/// equal an uninterrupted run.
+fn crash_cycles(cycles: usize, files: usize, docs: usize, seed: u64) {
+    let d = Dirs::new();
+    let names: Vec<String> = (0..files).map(|i| format!("{i:03}.jsonl")).collect();
+    let contents: Vec<String> = (0..files)
+        .map(|i| {
+            jsonl_batch(
+                i * docs,
+                docs,
+                &format!("2026-04-{:02}", 1 + i % 28),
+                &format!("c{i}"),
+            )
+        })
+        .collect();
+    for (n, c) in names.iter().zip(&contents) {
+        d.drop_file(n, c.as_bytes());
+    }
+    // The daemon takes files oldest first: (mtime, name). Files written within the same few
+    // milliseconds can carry out-of-order mtimes (coarse vs fine-grained kernel timestamps),
+    // so the reference order is read back from the files themselves.
+    let mut order: Vec<(std::time::SystemTime, String)> = names
+        .iter()
+        .map(|n| {
+            (
+                std::fs::metadata(d.inbox().join(n))
+                    .unwrap()
+                    .modified()
+                    .unwrap(),
+                n.clone(),
+            )
+        })
+        .collect();
+    order.sort();
+    // reference: the same files, uninterrupted, in that order, through the same code path
+    let ref_store = d.tmp.path().join("ref").display().to_string();
+    let ref_dir = d.tmp.path().join("ref-files");
+    std::fs::create_dir_all(&ref_dir).unwrap();
+    let mut args = vec![
+        "ingest".to_string(),
+        "--store".into(),
+        ref_store.clone(),
+        "--k".into(),
+        "60".into(),
+    ];
+    for (_, n) in &order {
+        let p = ref_dir.join(n);
+        std::fs::copy(d.inbox().join(n), &p).unwrap();
+        args.push(p.display().to_string());
+    }
+    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    novad_ok(&a);
+    let want = novad_ok(&["digest", "--store", &ref_store]);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut kills = 0;
+    let mut progress = 0;
+    let mut done_before = 0;
+    for cycle in 0..cycles {
+        if files_in(&d.processed()).len() == files {
+            break;
+        }
+        let daemon = Daemon::start(&d, &["--k", "60"]);
+        std::thread::sleep(Duration::from_millis(rng.random_range(100..700)));
+        daemon.kill9();
+        kills += 1;
+        let done = files_in(&d.processed()).len();
+        if done > done_before && done < files {
+            progress += 1;
+        }
+        done_before = done;
+        // after every kill: the store opens and no file is in two places
+        let st = novad(&["status", "--store", &s(&d), "--format", "json"]);
+        assert!(
+            st.status.success(),
+            "cycle {cycle}: {}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        let inbox: HashSet<String> = files_in(&d.inbox()).into_iter().collect();
+        for f in files_in(&d.processed()) {
+            assert!(
+                !inbox.contains(&f),
+                "cycle {cycle}: {f} in inbox and processed"
+            );
+        }
+    }
+    assert_eq!(
+        kills, cycles,
+        "every cycle killed the daemon before it finished"
+    );
+    assert!(
+        progress >= cycles / 4,
+        "kills landed during ingest ({progress} cycles made progress)"
+    );
+    let daemon = Daemon::start(&d, &[]);
+    wait_for(120, "all processed", || {
+        files_in(&d.processed()).len() == files
+    });
+    assert_eq!(stop(daemon), 0);
+    assert!(files_in(&d.inbox()).is_empty());
+    assert_eq!(files_in(&d.processed()), names);
+    let vs = jsonl(&novad_ok(&[
+        "verdicts",
+        "--store",
+        &s(&d),
+        "--format",
+        "jsonl",
+    ]));
+    assert_eq!(vs.len(), files * docs, "every document exactly one verdict");
+    let ids: HashSet<&str> = vs.iter().map(|v| v["doc_id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), files * docs);
+    // same files in the same timesteps
+    let st: serde_json::Value = serde_json::from_str(&novad_ok(&[
+        "status",
+        "--store",
+        &s(&d),
+        "--format",
+        "json",
+        "--recent",
+        &files.to_string(),
+    ]))
+    .unwrap();
+    let mut got_order: Vec<(u64, String)> = st["recent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["timestep"].as_u64().unwrap(),
+                r["file"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    got_order.sort();
+    let want_order: Vec<String> = order.into_iter().map(|o| o.1).collect();
+    assert_eq!(
+        got_order.into_iter().map(|o| o.1).collect::<Vec<_>>(),
+        want_order
+    );
+    assert_eq!(
+        novad_ok(&["digest", "--store", &s(&d)]),
+        want,
+        "model equals the uninterrupted run's"
+    );
+}
+
+#[test]
+fn kill_9_at_random_moments_loses_and_duplicates_nothing() {
+    crash_cycles(20, 80, 60, 7);
+}
+
+/// Start a daemon, ingest a good file, drop `name`, wait for the rejection note, check it
+/// names `expect`, check that a later good file still goes through.
+fn rejected_with(name: &str, write: impl FnOnce(&Dirs), expect: &[&str]) {
+    let d = Dirs::new();
+    let daemon = Daemon::start(&d, &["--k", "20"]);
+    d.drop_file(
+        "good1.jsonl",
+        jsonl_batch(0, 40, "2026-05-01", "g1").as_bytes(),
+    );
+    wait_for(60, "good1 processed", || {
+        files_in(&d.processed()).contains(&"good1.jsonl".to_string())
+    });
+    write(&d);
+    let note = d.rejected().join(format!("{name}.error"));
+    wait_for(60, "rejection note and moved file", || {
+        note.exists() && d.rejected().join(name).symlink_metadata().is_ok()
+    });
+    let text = std::fs::read_to_string(&note).unwrap();
+    for e in expect {
+        assert!(text.contains(e), "{name}: note lacks `{e}`: {text}");
+    }
+    assert!(
+        d.rejected().join(name).symlink_metadata().is_ok(),
+        "{name} moved to rejected/"
+    );
+    d.drop_file(
+        "good2.jsonl",
+        jsonl_batch(40, 30, "2026-05-02", "g2").as_bytes(),
+    );
+    wait_for(60, "good2 processed", || {
+        files_in(&d.processed()).contains(&"good2.jsonl".to_string())
+    });
+    assert_eq!(stop(daemon), 0, "the daemon kept running");
+    let vs = jsonl(&novad_ok(&[
+        "verdicts",
+        "--store",
+        &s(&d),
+        "--format",
+        "jsonl",
+    ]));
+    assert_eq!(vs.len(), 70, "nothing of the bad file was applied");
+    let log = std::fs::read_to_string(d.log()).unwrap();
+    assert!(
+        log.contains("rejected batch file") && log.contains(name),
+        "warning logged"
+    );
+}
+
+#[test]
+fn non_utf8_bytes_are_rejected_with_the_line() {
+    rejected_with(
+        "latin1.txt",
+        |d| d.drop_file("latin1.txt", b"a fine first line\ncaf\xe9 au lait\n"),
+        &["line 2", "UTF-8"],
+    );
+}
+
+#[test]
+fn a_binary_file_is_rejected() {
+    let mut blob: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    blob[10] = 0;
+    rejected_with(
+        "blob.jsonl",
+        move |d| d.drop_file("blob.jsonl", &blob),
+        &["binary"],
+    );
+}
+
+#[test]
+fn an_empty_file_is_rejected() {
+    rejected_with(
+        "empty.txt",
+        |d| d.drop_file("empty.txt", b""),
+        &["no documents"],
+    );
+}
+
+#[test]
+fn a_malformed_json_line_is_rejected_with_its_number() {
+    rejected_with(
+        "broken.jsonl",
+        |d| {
+            d.drop_file(
+                "broken.jsonl",
+                b"{\"text\": \"fine\"}\n\n{\"text\": \"unterminated\n{\"text\": \"never read\"}\n",
+            )
+        },
+        &["line 3", "malformed JSON"],
+    );
+}
+
+#[test]
+fn a_20_mb_single_line_is_rejected() {
+    rejected_with(
+        "huge.txt",
+        |d| {
+            let line = "lorem ipsum dolor ".repeat(20 * (1 << 20) / 18);
+            d.drop_file("huge.txt", line.as_bytes());
+        },
+        &["line 1", "exceeds"],
+    );
+}
+
+#[test]
+fn a_symlink_is_rejected_and_its_target_untouched() {
+    rejected_with(
+        "link.jsonl",
+        |d| {
+            let target = d.tmp.path().join("outside.jsonl");
+            std::fs::write(&target, jsonl_batch(100, 5, "2026-05-01", "o")).unwrap();
+            std::os::unix::fs::symlink(&target, d.inbox().join("link.jsonl")).unwrap();
+        },
+        &["symbolic link"],
+    );
+}
+
+#[test]
+fn a_directory_is_rejected() {
+    rejected_with(
+        "subdir",
+        |d| std::fs::create_dir(d.inbox().join("subdir")).unwrap(),
+        &["directories are not batch files"],
+    );
+}
+
+#[test]
+fn a_slow_writer_and_an_rsync_style_rename_are_taken_only_when_complete() {
+    use std::io::Write;
+    let d = Dirs::new();
+    let daemon = Daemon::start(&d, &["--k", "20"]);
+    let body = jsonl_batch(0, 60, "2026-06-01", "slow");
+    let lines: Vec<&str> = body.lines().collect();
+    // appended in 12 pieces, 80 ms apart (below the 200 ms settle time)
+    let path = d.inbox().join("slow.jsonl");
+    std::fs::create_dir_all(d.inbox()).unwrap();
+    let mut f = std::fs::File::create(&path).unwrap();
+    for chunk in lines.chunks(5) {
+        for l in chunk {
+            writeln!(f, "{l}").unwrap();
+        }
+        f.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(path.exists(), "taken while still being written");
+    }
+    drop(f);
+    wait_for(60, "slow processed", || {
+        files_in(&d.processed()).contains(&"slow.jsonl".to_string())
+    });
+    // rsync: a dot temp file written slowly, renamed at the end
+    let tmp = d.inbox().join(".fast.jsonl.Xq8Zr1");
+    let body2 = jsonl_batch(60, 40, "2026-06-02", "rsync");
+    let mut f = std::fs::File::create(&tmp).unwrap();
+    for chunk in body2.as_bytes().chunks(body2.len() / 4 + 1) {
+        f.write_all(chunk).unwrap();
+        f.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(tmp.exists(), "the dot temp file is never touched");
+    }
+    drop(f);
+    std::fs::rename(&tmp, d.inbox().join("fast.jsonl")).unwrap();
+    wait_for(60, "rsync file processed", || {
+        files_in(&d.processed()).contains(&"fast.jsonl".to_string())
+    });
+    assert_eq!(stop(daemon), 0);
+    let vs = jsonl(&novad_ok(&[
+        "verdicts",
+        "--store",
+        &s(&d),
+        "--format",
+        "jsonl",
+    ]));
+    assert_eq!(vs.len(), 100, "both files complete, one timestep each");
+    assert!(files_in(&d.rejected()).is_empty());
+}
+
+fn make_store(d: &Dirs, files: usize) {
+    for i in 0..files {
+        let f = d.tmp.path().join(format!("m{i}.jsonl"));
+        std::fs::write(&f, jsonl_batch(i * 50, 50, "2026-07-01", &format!("m{i}"))).unwrap();
+        novad_ok(&[
+            "ingest",
+            "--store",
+            &s(d),
+            "--k",
+            "20",
+            &f.display().to_string(),
+        ]);
+    }
+}
+
+fn set_format(d: &Dirs, bytes: &[u8]) {
+    let db = sled::open(d.store().join("db")).unwrap();
+    db.open_tree("meta")
+        .unwrap()
+        .insert("format_version", bytes)
+        .unwrap();
+    db.flush().unwrap();
+}
+
+#[test]
+fn a_store_from_a_newer_novad_is_refused_naming_both_versions() {
+    let d = Dirs::new();
+    make_store(&d, 1);
+    set_format(&d, &postcard::to_stdvec(&99u32).unwrap());
+    for cmd in [vec!["status"], vec!["verdicts"], vec!["digest"]] {
+        let mut a = cmd.clone();
+        let st = s(&d);
+        a.extend(["--store", &st]);
+        let o = novad(&a);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("newer") && err.contains("format 99") && err.contains("format 2"),
+            "{err}"
+        );
+    }
+    let o = novad(&[
+        "run",
+        "--inbox",
+        &d.inbox().display().to_string(),
+        "--store",
+        &s(&d),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("format 99"));
+}
+
+#[test]
+fn a_corrupt_format_version_is_a_clear_error() {
+    let d = Dirs::new();
+    make_store(&d, 1);
+    set_format(&d, b"\xff\xff\xff\xff\xff\xff");
+    let o = novad(&["status", "--store", &s(&d)]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("corrupt format version"), "{err}");
+}
+
+#[test]
+fn a_format_1_fixture_store_is_backed_up_and_migrated() {
+    let d = Dirs::new();
+    make_store(&d, 3);
+    let before = novad_ok(&["digest", "--store", &s(&d)]);
+    // turn it into a format-1 store: no `timesteps` tree
+    {
+        let db = sled::open(d.store().join("db")).unwrap();
+        assert!(db.drop_tree("timesteps").unwrap());
+        db.open_tree("meta")
+            .unwrap()
+            .insert("format_version", postcard::to_stdvec(&1u32).unwrap())
+            .unwrap();
+        db.flush().unwrap();
+    }
+    let st: serde_json::Value = serde_json::from_str(&novad_ok(&[
+        "status",
+        "--store",
+        &s(&d),
+        "--format",
+        "json",
+        "--recent",
+        "10",
+    ]))
+    .unwrap();
+    assert_eq!(st["format_version"], 2);
+    let recent = st["recent"].as_array().unwrap();
+    assert_eq!(recent.len(), 3, "timestep records rebuilt");
+    for r in recent {
+        assert_eq!(r["stats"]["docs"], 50);
+        assert!(r["file"].as_str().unwrap().starts_with('m'));
+        assert_eq!(r["hash"].as_str().unwrap().len(), 64);
+    }
+    let backups: Vec<String> = files_in(&d.store())
+        .into_iter()
+        .filter(|f| f.starts_with("backup-format-1-") && f.ends_with(".snapshot"))
+        .collect();
+    assert_eq!(backups.len(), 1, "a backup was written first");
+    assert_eq!(
+        novad_ok(&["digest", "--store", &s(&d)]),
+        before,
+        "model untouched"
+    );
+    // the backup is a valid snapshot of the format-1 store: importing it migrates again
+    let s2 = d.tmp.path().join("restored").display().to_string();
+    novad_ok(&[
+        "import",
+        "--store",
+        &s2,
+        &d.store().join(&backups[0]).display().to_string(),
+    ]);
+    assert_eq!(novad_ok(&["digest", "--store", &s2]), before);
+}
