@@ -10,7 +10,8 @@ use thiserror::Error;
 
 use crate::coding::{code_batch, Code, CodingDict};
 use crate::dictionary::{
-    bootstrap, codes_to_csc, docs_to_csr, oiadmm_step, remap_rows, Multiplier, OiadmmStats,
+    bootstrap, codes_to_csc, docs_to_csr, oiadmm_step, refresh_atoms, remap_rows, Multiplier,
+    OiadmmStats,
 };
 use crate::params::{Params, ParamsError};
 use crate::text::{tfidf_l1, SparseDoc, Tokenizer, Vocabulary};
@@ -68,6 +69,9 @@ pub struct StepStats {
     pub evicted_terms: usize,
     pub vocabulary: usize,
     pub oiadmm: OiadmmStats,
+    /// Atoms replaced by the refresh rule.
+    #[serde(default)]
+    pub atoms_refreshed: usize,
     pub seconds_vectorize: f64,
     pub seconds_coding: f64,
     pub seconds_update: f64,
@@ -106,6 +110,8 @@ pub struct Model {
     dict: Array2<f32>,
     delta: Multiplier,
     history: ScoreHistory,
+    /// Per atom, the last timestep it had a non-zero code (or was created).
+    last_used: Vec<u64>,
     timestep: u64,
     bootstrapped: bool,
 }
@@ -119,6 +125,7 @@ impl Model {
             dict: Array2::zeros((0, params.k)),
             delta: Multiplier::zeros(0, 0),
             history: ScoreHistory::default(),
+            last_used: vec![0; params.k],
             timestep: 0,
             bootstrapped: false,
             params,
@@ -143,6 +150,13 @@ impl Model {
                 parts.delta.nrows()
             )));
         }
+        if parts.last_used.len() != parts.params.k {
+            return Err(EngineError::Inconsistent(format!(
+                "{} atom ages for k = {}",
+                parts.last_used.len(),
+                parts.params.k
+            )));
+        }
         if parts.history.weights.len() != crate::threshold::BINS {
             return Err(EngineError::Inconsistent("score history size".into()));
         }
@@ -158,6 +172,7 @@ impl Model {
             dict: parts.dict,
             delta: parts.delta,
             history: parts.history,
+            last_used: parts.last_used,
             timestep: parts.timestep,
             bootstrapped: parts.bootstrapped,
         })
@@ -171,6 +186,7 @@ impl Model {
             dict: self.dict,
             delta: self.delta,
             history: self.history,
+            last_used: self.last_used,
             timestep: self.timestep,
             bootstrapped: self.bootstrapped,
         }
@@ -192,6 +208,10 @@ impl Model {
     }
     pub fn history(&self) -> &ScoreHistory {
         &self.history
+    }
+    /// Per atom, the last timestep it was used by a code (or created).
+    pub fn atom_last_used(&self) -> &[u64] {
+        &self.last_used
     }
     /// Number of timesteps processed so far (= index of the next one).
     pub fn timestep(&self) -> u64 {
@@ -331,6 +351,38 @@ impl Model {
             let n_prev = self.delta.ncols();
             (dict, self.delta.remap_resize(&change.remap, n_prev))
         };
+        // Atom ages, then the refresh of the least-used atoms (after OIADMM: new atoms have no
+        // code in this batch, so the update would not touch them anyway).
+        let mut last_used = self.last_used.clone();
+        let mut usage = vec![0u32; p.k];
+        for c in &codes {
+            for &a in &c.atoms {
+                usage[a as usize] += 1;
+                last_used[a as usize] = self.timestep;
+            }
+        }
+        let mut dict = dict;
+        if is_bootstrap {
+            for (j, lu) in last_used.iter_mut().enumerate() {
+                if dict.column(j).iter().any(|&v| v > 0.0) {
+                    *lu = self.timestep;
+                }
+            }
+        } else if bootstrapped && n > 0 {
+            if let Some(rp) = &p.refresh {
+                let replaced = refresh_atoms(
+                    &mut dict,
+                    &mut last_used,
+                    &usage,
+                    &vectors,
+                    &scores,
+                    rp,
+                    p.seed,
+                    self.timestep,
+                );
+                stats.atoms_refreshed = replaced.len();
+            }
+        }
         stats.seconds_update = t2.elapsed().as_secs_f64();
         if dict.iter().any(|v| !v.is_finite()) {
             return Err(EngineError::NonFinite("dictionary"));
@@ -382,6 +434,7 @@ impl Model {
             dict,
             delta,
             history,
+            last_used,
             timestep: self.timestep + 1,
             bootstrapped,
         };
@@ -405,6 +458,7 @@ pub struct ModelParts {
     pub dict: Array2<f32>,
     pub delta: Multiplier,
     pub history: ScoreHistory,
+    pub last_used: Vec<u64>,
     pub timestep: u64,
     pub bootstrapped: bool,
 }

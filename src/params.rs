@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::coding::CodingParams;
-use crate::dictionary::{AtomInit, BootstrapParams, OiadmmParams};
+use crate::dictionary::{AtomInit, BootstrapParams, OiadmmParams, RefreshParams};
 use crate::threshold::ThresholdRule;
 
 /// Tokenizer and vocabulary settings.
@@ -43,6 +43,9 @@ pub struct Params {
     pub coding: CodingParams,
     pub oiadmm: OiadmmParams,
     pub bootstrap: BootstrapParams,
+    /// Refresh of the least-used atoms per timestep (None = off, the paper).
+    #[serde(default)]
+    pub refresh: Option<RefreshParams>,
     pub threshold: ThresholdRule,
     pub text: TextParams,
 }
@@ -58,6 +61,7 @@ impl Params {
             coding: CodingParams::paper(),
             oiadmm: OiadmmParams::paper(),
             bootstrap: BootstrapParams::paper(),
+            refresh: None,
             threshold: ThresholdRule::default_adaptive(),
             text: TextParams::default(),
         }
@@ -168,6 +172,32 @@ impl Params {
                 "bootstrap.init.iterations",
                 "an integer ≤ 1000",
                 iterations.to_string(),
+            )?;
+        }
+        if let Some(r) = &self.refresh {
+            check(
+                r.atoms <= self.k,
+                "refresh.atoms",
+                "an integer ≤ k",
+                r.atoms.to_string(),
+            )?;
+            check(
+                r.top_terms >= 1,
+                "refresh.top_terms",
+                "an integer ≥ 1",
+                r.top_terms.to_string(),
+            )?;
+            check(
+                r.pool_fraction > 0.0 && r.pool_fraction <= 1.0,
+                "refresh.pool_fraction",
+                "a number in (0, 1]",
+                r.pool_fraction.to_string(),
+            )?;
+            check(
+                r.iterations <= 1000,
+                "refresh.iterations",
+                "an integer ≤ 1000",
+                r.iterations.to_string(),
             )?;
         }
         match &self.threshold {

@@ -1,5 +1,6 @@
 //! The daemon end to end, driving the real binary (as ripgrep's tests do).
 #[path = "common/daemon.rs"]
+#[allow(dead_code)]
 mod harness;
 
 use harness::*;

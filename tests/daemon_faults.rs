@@ -1,11 +1,10 @@
 //! The daemon under faults: SIGKILL at random moments, bad input files, old/new/corrupt store
 //! versions. Drives the real binary.
 #[path = "common/daemon.rs"]
+#[allow(dead_code)]
 mod harness;
 
 use harness::*;
-use rand::{Rng, SeedableRng};
-use std::collections::HashSet;
 use std::time::Duration;
 
 fn s(d: &Dirs) -> String {
@@ -15,151 +14,6 @@ fn s(d: &Dirs) -> String {
 fn stop(mut daemon: Daemon) -> i32 {
     daemon.signal("TERM");
     wait_child(&mut daemon.child, Duration::from_secs(60)).expect("exits")
-}
-
-/// Kill -9 the daemon at random moments while it ingests, restart, repeat; the outcome must
-/// equal an uninterrupted run.
-fn crash_cycles(cycles: usize, files: usize, docs: usize, seed: u64) {
-    let d = Dirs::new();
-    let names: Vec<String> = (0..files).map(|i| format!("{i:03}.jsonl")).collect();
-    let contents: Vec<String> = (0..files)
-        .map(|i| {
-            jsonl_batch(
-                i * docs,
-                docs,
-                &format!("2026-04-{:02}", 1 + i % 28),
-                &format!("c{i}"),
-            )
-        })
-        .collect();
-    for (n, c) in names.iter().zip(&contents) {
-        d.drop_file(n, c.as_bytes());
-    }
-    // The daemon takes files oldest first: (mtime, name). Files written within the same few
-    // milliseconds can carry out-of-order mtimes (coarse vs fine-grained kernel timestamps),
-    // so the reference order is read back from the files themselves.
-    let mut order: Vec<(std::time::SystemTime, String)> = names
-        .iter()
-        .map(|n| {
-            (
-                std::fs::metadata(d.inbox().join(n))
-                    .unwrap()
-                    .modified()
-                    .unwrap(),
-                n.clone(),
-            )
-        })
-        .collect();
-    order.sort();
-    // reference: the same files, uninterrupted, in that order, through the same code path
-    let ref_store = d.tmp.path().join("ref").display().to_string();
-    let ref_dir = d.tmp.path().join("ref-files");
-    std::fs::create_dir_all(&ref_dir).unwrap();
-    let mut args = vec![
-        "ingest".to_string(),
-        "--store".into(),
-        ref_store.clone(),
-        "--k".into(),
-        "60".into(),
-    ];
-    for (_, n) in &order {
-        let p = ref_dir.join(n);
-        std::fs::copy(d.inbox().join(n), &p).unwrap();
-        args.push(p.display().to_string());
-    }
-    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    novad_ok(&a);
-    let want = novad_ok(&["digest", "--store", &ref_store]);
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut kills = 0;
-    let mut progress = 0;
-    let mut done_before = 0;
-    for cycle in 0..cycles {
-        if files_in(&d.processed()).len() == files {
-            break;
-        }
-        let daemon = Daemon::start(&d, &["--k", "60"]);
-        std::thread::sleep(Duration::from_millis(rng.random_range(100..700)));
-        daemon.kill9();
-        kills += 1;
-        let done = files_in(&d.processed()).len();
-        if done > done_before && done < files {
-            progress += 1;
-        }
-        done_before = done;
-        // after every kill: the store opens and no file is in two places
-        let st = novad(&["status", "--store", &s(&d), "--format", "json"]);
-        assert!(
-            st.status.success(),
-            "cycle {cycle}: {}",
-            String::from_utf8_lossy(&st.stderr)
-        );
-        let inbox: HashSet<String> = files_in(&d.inbox()).into_iter().collect();
-        for f in files_in(&d.processed()) {
-            assert!(
-                !inbox.contains(&f),
-                "cycle {cycle}: {f} in inbox and processed"
-            );
-        }
-    }
-    assert_eq!(
-        kills, cycles,
-        "every cycle killed the daemon before it finished"
-    );
-    assert!(
-        progress >= cycles / 4,
-        "kills landed during ingest ({progress} cycles made progress)"
-    );
-    let daemon = Daemon::start(&d, &[]);
-    wait_for(120, "all processed", || {
-        files_in(&d.processed()).len() == files
-    });
-    assert_eq!(stop(daemon), 0);
-    assert!(files_in(&d.inbox()).is_empty());
-    assert_eq!(files_in(&d.processed()), names);
-    let vs = jsonl(&novad_ok(&[
-        "verdicts",
-        "--store",
-        &s(&d),
-        "--format",
-        "jsonl",
-    ]));
-    assert_eq!(vs.len(), files * docs, "every document exactly one verdict");
-    let ids: HashSet<&str> = vs.iter().map(|v| v["doc_id"].as_str().unwrap()).collect();
-    assert_eq!(ids.len(), files * docs);
-    // same files in the same timesteps
-    let st: serde_json::Value = serde_json::from_str(&novad_ok(&[
-        "status",
-        "--store",
-        &s(&d),
-        "--format",
-        "json",
-        "--recent",
-        &files.to_string(),
-    ]))
-    .unwrap();
-    let mut got_order: Vec<(u64, String)> = st["recent"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["timestep"].as_u64().unwrap(),
-                r["file"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
-    got_order.sort();
-    let want_order: Vec<String> = order.into_iter().map(|o| o.1).collect();
-    assert_eq!(
-        got_order.into_iter().map(|o| o.1).collect::<Vec<_>>(),
-        want_order
-    );
-    assert_eq!(
-        novad_ok(&["digest", "--store", &s(&d)]),
-        want,
-        "model equals the uninterrupted run's"
-    );
 }
 
 #[test]

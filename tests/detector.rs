@@ -208,3 +208,58 @@ fn the_vocabulary_bound_keeps_matrices_consistent() {
     assert!(outs.iter().any(|o| o.stats.evicted_terms > 0));
     assert!(novad::dictionary::in_dictionary_set(m.dictionary(), 1e-5));
 }
+
+#[test]
+fn refreshed_atoms_learn_a_topic_that_keeps_arriving() {
+    let mut r = rng(9);
+    let mut params = small_params();
+    params.refresh = Some(novad::dictionary::RefreshParams {
+        atoms: 6,
+        top_terms: 8,
+        pool_fraction: 0.25,
+        iterations: 5,
+    });
+    let batch = |r: &mut rand_chacha::ChaCha8Rng, new_share: f64| -> (Vec<String>, Vec<bool>) {
+        (0..150)
+            .map(|_| {
+                if r.random::<f64>() < new_share {
+                    (topic_doc(r, 5, 25), true)
+                } else {
+                    let t = r.random_range(0..4);
+                    (topic_doc(r, t, 25), false)
+                }
+            })
+            .unzip()
+    };
+    let mut model = Model::new(params).unwrap();
+    let mut new_scores = Vec::new();
+    for t in 0..6 {
+        let (docs, is_new) = batch(&mut r, if t >= 3 { 0.2 } else { 0.0 });
+        let (m, out) = model.step(&docs).unwrap();
+        model = m;
+        assert!(novad::dictionary::in_dictionary_set(
+            model.dictionary(),
+            1e-5
+        ));
+        if t >= 1 {
+            assert!(out.stats.atoms_refreshed > 0);
+        }
+        if t >= 3 {
+            let s: Vec<f64> = out
+                .verdicts
+                .iter()
+                .zip(&is_new)
+                .filter(|(_, &n)| n)
+                .map(|(v, _)| v.score)
+                .collect();
+            new_scores.push(s.iter().sum::<f64>() / s.len() as f64);
+        }
+    }
+    assert!(
+        new_scores[2] < 0.7 * new_scores[0],
+        "the new topic is explained once it has atoms: {new_scores:?}"
+    );
+    // ages and refreshed atoms survive the store encoding
+    let back = Model::from_parts(model.clone().into_parts()).unwrap();
+    assert_eq!(back.to_bytes(), model.to_bytes());
+}

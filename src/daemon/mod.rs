@@ -238,6 +238,9 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
     while !term.load(Ordering::SeqCst) {
         let cands = scan(&inbox).map_err(|e| inbox_err(&inbox, e))?;
         let now = SystemTime::now();
+        // one instant per scan: files first seen together become ready together, so the
+        // (mtime, name) order does not depend on directory listing order
+        let scanned_at = Instant::now();
         let mut ready: Vec<(SystemTime, PathBuf)> = Vec::new();
         let mut pending = false;
         let mut present: Vec<PathBuf> = Vec::new();
@@ -258,14 +261,14 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
                         Some((prev, since))
                             if *prev == s
                                 && old_enough
-                                && since.elapsed()
+                                && scanned_at.duration_since(*since)
                                     >= cfg.settle.min(Duration::from_millis(200)) =>
                         {
                             ready.push((s.mtime, path));
                         }
                         Some((prev, _)) if *prev == s => pending = true,
                         _ => {
-                            seen.insert(path, (s, Instant::now()));
+                            seen.insert(path, (s, scanned_at));
                             pending = true;
                         }
                     }

@@ -95,7 +95,7 @@ pub fn init_atoms(
 
 /// Spherical k-means over the candidate documents (ℓ2-normalised), starting from `seeds`.
 /// Returns one dense centroid (length m, ℓ2-normalised, non-negative) per seed.
-fn spherical_kmeans(
+pub(crate) fn spherical_kmeans(
     docs: &[SparseDoc],
     cand: &[usize],
     seeds: &[usize],

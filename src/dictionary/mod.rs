@@ -11,11 +11,13 @@ mod bootstrap;
 mod multiplier;
 mod oiadmm;
 mod project;
+mod refresh;
 
 pub use bootstrap::{a_step, bootstrap, init_atoms, AtomInit, BootstrapParams};
 pub use multiplier::Multiplier;
 pub use oiadmm::{oiadmm_step, OiadmmParams, OiadmmStats};
 pub use project::{project_columns, project_nonneg_l1_ball};
+pub use refresh::{refresh_atoms, RefreshParams};
 
 use ndarray::Array2;
 use sprs::{CsMat, TriMat};

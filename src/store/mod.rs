@@ -265,6 +265,10 @@ impl Store {
             None => return Err(self.corrupt("score history", "missing")),
             Some(v) => postcard::from_bytes(&v).map_err(|e| self.corrupt("score history", e))?,
         };
+        let last_used: Vec<u64> = match meta.get(KEY_ATOM_AGE).map_err(|e| self.sled(e))? {
+            None => return Err(self.corrupt("atom ages", "missing")),
+            Some(v) => postcard::from_bytes(&v).map_err(|e| self.corrupt("atom ages", e))?,
+        };
         let mut cache = HashMap::new();
         let mut read = |store: &Store, tree: &str| -> Result<Vec<(u32, Vec<u8>)>> {
             let ti = ALL_TREES.iter().position(|n| *n == tree).unwrap();
@@ -301,7 +305,7 @@ impl Store {
             .map_err(|e| self.corrupt("dictionary", e))?;
         let delta = delta_from_chunks(m, state.delta_cols as usize, delta_chunks.into_iter())
             .map_err(|e| self.corrupt("Δ", e))?;
-        for key in [KEY_PARAMS, KEY_STATE, KEY_HISTORY] {
+        for key in [KEY_PARAMS, KEY_STATE, KEY_HISTORY, KEY_ATOM_AGE] {
             if let Some(v) = meta.get(key).map_err(|e| self.sled(e))? {
                 cache.insert((0, key.to_vec()), blake3::hash(&v));
             }
@@ -312,6 +316,7 @@ impl Store {
             dict,
             delta,
             history,
+            last_used,
             timestep: state.timestep,
             bootstrapped: state.bootstrapped,
         })
@@ -358,6 +363,10 @@ impl Store {
         state.push((
             (0, KEY_HISTORY.to_vec()),
             postcard::to_stdvec(model.history()).unwrap(),
+        ));
+        state.push((
+            (0, KEY_ATOM_AGE.to_vec()),
+            postcard::to_stdvec(model.atom_last_used()).unwrap(),
         ));
         let entries: Vec<(&str, u64, u64)> = model.vocab().entries().collect();
         for (c, chunk) in entries.chunks(VOCAB_CHUNK).enumerate() {

@@ -30,6 +30,7 @@ pub const KEY_FORMAT: &[u8] = b"format_version";
 pub const KEY_PARAMS: &[u8] = b"params";
 pub const KEY_STATE: &[u8] = b"state";
 pub const KEY_HISTORY: &[u8] = b"history";
+pub const KEY_ATOM_AGE: &[u8] = b"atom_last_used";
 
 /// Terms per vocabulary chunk.
 pub const VOCAB_CHUNK: usize = 256;
