@@ -42,6 +42,9 @@ pub enum Command {
     Import(SnapshotArgs),
     /// Print a fingerprint (blake3) of the model state: equal digests mean identical models.
     Digest(StoreArg),
+    /// Print a parameter set as TOML (a starting point for `--config`): the defaults, the
+    /// paper's configuration, or the parameters a store was created with.
+    Params(ParamsArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -229,6 +232,22 @@ pub struct StatusArgs {
     pub recent: usize,
     #[arg(long, value_enum, default_value = "text")]
     pub format: StatusFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    Default,
+    Paper,
+}
+
+#[derive(Debug, Args)]
+pub struct ParamsArgs {
+    /// Which parameter set.
+    #[arg(long, value_enum, default_value = "default", conflicts_with = "store")]
+    pub preset: Preset,
+    /// Print the parameters of this store instead.
+    #[arg(long)]
+    pub store: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

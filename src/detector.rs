@@ -16,6 +16,7 @@ use crate::dictionary::{
 use crate::params::{Params, ParamsError};
 use crate::text::{tfidf_l1, SparseDoc, Tokenizer, Vocabulary};
 use crate::threshold::{decide, ScoreHistory, ThresholdRule};
+use crate::topics::{dictclust, Topic};
 
 /// A document of a batch: only its text matters to the engine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,6 +73,19 @@ pub struct StepStats {
     /// Atoms replaced by the refresh rule.
     #[serde(default)]
     pub atoms_refreshed: usize,
+    /// Emerging topics found.
+    #[serde(default)]
+    pub topics: usize,
+    /// Atoms added from emerging topics / removed for disuse (adaptive dictionary size).
+    #[serde(default)]
+    pub atoms_injected: usize,
+    #[serde(default)]
+    pub atoms_retired: usize,
+    /// Atoms of the dictionary after this timestep.
+    #[serde(default)]
+    pub atoms: usize,
+    #[serde(default)]
+    pub seconds_topics: f64,
     pub seconds_vectorize: f64,
     pub seconds_coding: f64,
     pub seconds_update: f64,
@@ -85,6 +99,8 @@ pub struct StepOutput {
     pub vectors: Vec<SparseDoc>,
     /// The codes of the documents over Â_t (the dictionary the batch was judged by).
     pub codes: Vec<Code>,
+    /// Emerging topics among this batch's novel documents (largest first).
+    pub topics: Vec<Topic>,
     pub stats: StepStats,
 }
 
@@ -101,7 +117,8 @@ pub enum EngineError {
 /// The complete model state: parameters, vocabulary, dictionary Â (m × k), multiplier Δ
 /// (m × n_prev), score history, timestep.
 ///
-/// Invariants: `dict.nrows() == delta.nrows() == vocab.len()`; `dict.ncols() == params.k`;
+/// Invariants: `dict.nrows() == delta.nrows() == vocab.len()`; `dict.ncols() == last_used.len()`
+/// (= `params.k`, or within the adaptive bounds when atoms are injected and retired);
 /// Â ∈ 𝒜; every value finite; params valid.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Model {
@@ -137,11 +154,12 @@ impl Model {
     pub fn from_parts(parts: ModelParts) -> Result<Model, EngineError> {
         parts.params.validate()?;
         let m = parts.vocab.len();
-        if parts.dict.dim() != (m, parts.params.k) {
+        let k = parts.dict.ncols();
+        let (kmin, kmax) = parts.params.atom_bounds();
+        if parts.dict.nrows() != m || k < kmin || k > kmax {
             return Err(EngineError::Inconsistent(format!(
-                "dictionary is {:?}, expected ({m}, {})",
+                "dictionary is {:?}, expected {m} rows and {kmin}..={kmax} atoms",
                 parts.dict.dim(),
-                parts.params.k
             )));
         }
         if parts.delta.nrows() != m {
@@ -150,11 +168,10 @@ impl Model {
                 parts.delta.nrows()
             )));
         }
-        if parts.last_used.len() != parts.params.k {
+        if parts.last_used.len() != k {
             return Err(EngineError::Inconsistent(format!(
-                "{} atom ages for k = {}",
+                "{} atom ages for {k} atoms",
                 parts.last_used.len(),
-                parts.params.k
             )));
         }
         if parts.history.weights.len() != crate::threshold::BINS {
@@ -331,12 +348,33 @@ impl Model {
             history.update(&kept, half_life);
         }
 
+        // Emerging topics among the novel documents (DICTCLUST), judged by Â_t like the scores.
+        let t_topics = Instant::now();
+        let topics = match &p.topics {
+            Some(tp) if !is_bootstrap && bootstrapped => {
+                let novel_idx: Vec<usize> = (0..n).filter(|&j| novel[j]).collect();
+                dictclust(
+                    &vectors,
+                    &scores,
+                    &novel_idx,
+                    m,
+                    &p.coding,
+                    tp,
+                    p.seed ^ self.timestep.wrapping_mul(0xA24B_AED4_963E_E407),
+                )
+                .0
+            }
+            _ => Vec::new(),
+        };
+        stats.topics = topics.len();
+        stats.seconds_topics = t_topics.elapsed().as_secs_f64();
+
         // Dictionary update (not on the bootstrap batch, not before bootstrap, not on an empty
         // batch).
         let t2 = Instant::now();
         let (dict, delta) = if bootstrapped && !is_bootstrap && n > 0 {
             let pm = docs_to_csr(&vectors, m);
-            let x = codes_to_csc(&codes, p.k);
+            let x = codes_to_csc(&codes, dict.ncols());
             if p.oiadmm.carry_delta {
                 let mut delta = self.delta.remap_resize(&change.remap, n);
                 let (a, st) = oiadmm_step(&pm, &dict, Some(&mut delta), &x, &p.oiadmm);
@@ -354,7 +392,7 @@ impl Model {
         // Atom ages, then the refresh of the least-used atoms (after OIADMM: new atoms have no
         // code in this batch, so the update would not touch them anyway).
         let mut last_used = self.last_used.clone();
-        let mut usage = vec![0u32; p.k];
+        let mut usage = vec![0u32; dict.ncols()];
         for c in &codes {
             for &a in &c.atoms {
                 usage[a as usize] += 1;
@@ -383,6 +421,44 @@ impl Model {
                 stats.atoms_refreshed = replaced.len();
             }
         }
+        // Adaptive dictionary size: emerging topics become atoms, long-unused atoms retire.
+        if let (Some(ad), true) = (&p.adapt, bootstrapped && !is_bootstrap) {
+            let (kmin, kmax) = p.atom_bounds();
+            if ad.inject {
+                for t in &topics {
+                    if dict.ncols() >= kmax {
+                        break;
+                    }
+                    let mut col = ndarray::Array1::<f32>::zeros(m);
+                    for &(i, v) in &t.atom_vector {
+                        col[i as usize] = v;
+                    }
+                    dict.push_column(col.view()).expect("same rows");
+                    last_used.push(self.timestep);
+                    stats.atoms_injected += 1;
+                }
+            }
+            if ad.retire_after > 0 {
+                let mut order: Vec<usize> = (0..dict.ncols())
+                    .filter(|&j| last_used[j] + ad.retire_after < self.timestep)
+                    .collect();
+                order.sort_by_key(|&j| (last_used[j], j));
+                let removable = dict.ncols().saturating_sub(kmin);
+                order.truncate(removable);
+                if !order.is_empty() {
+                    let keep: Vec<usize> =
+                        (0..dict.ncols()).filter(|j| !order.contains(j)).collect();
+                    dict = dict.select(ndarray::Axis(1), &keep);
+                    last_used = keep.iter().map(|&j| last_used[j]).collect();
+                    stats.atoms_retired = order.len();
+                }
+            }
+        }
+        if !dict.is_standard_layout() {
+            // appending columns may leave another memory order; the row-major invariant holds
+            dict = dict.as_standard_layout().into_owned();
+        }
+        stats.atoms = dict.ncols();
         stats.seconds_update = t2.elapsed().as_secs_f64();
         if dict.iter().any(|v| !v.is_finite()) {
             return Err(EngineError::NonFinite("dictionary"));
@@ -401,13 +477,8 @@ impl Model {
             .sum::<f64>()
             / n_kept;
         stats.mean_code_nnz = codes.iter().map(|c| c.atoms.len() as f64).sum::<f64>() / n_kept;
-        let mut used = vec![false; p.k];
-        for c in &codes {
-            for &a in &c.atoms {
-                used[a as usize] = true;
-            }
-        }
-        stats.atoms_used = used.iter().filter(|&&u| u).count();
+        // atoms of Â_t (the dictionary the codes refer to) used by this batch
+        stats.atoms_used = usage.iter().filter(|&&u| u > 0).count();
         stats.novel = novel.iter().filter(|&&b| b).count();
         stats.bootstrap = is_bootstrap;
 
@@ -444,6 +515,7 @@ impl Model {
                 verdicts,
                 vectors,
                 codes,
+                topics,
                 stats,
             },
         ))

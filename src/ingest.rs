@@ -10,6 +10,7 @@ use crate::detector::{EngineError, Model, StepStats};
 use crate::params::Params;
 use crate::store::schema::{FileRecord, TimestepRecord, VerdictRecord};
 use crate::store::{CommitStats, Store, StoreError, TimestepWrite};
+use crate::topics::{topic_key, TopicRecord};
 
 #[derive(Debug, Error)]
 pub enum IngestError {
@@ -29,7 +30,7 @@ pub enum Outcome {
     /// A new timestep was committed and flushed.
     Committed {
         timestep: u64,
-        stats: StepStats,
+        stats: Box<StepStats>,
         commit: CommitStats,
         seconds: f64,
     },
@@ -132,6 +133,39 @@ impl Ingestor {
                     .collect(),
             })
             .collect();
+        let topics: Vec<(Vec<u8>, Vec<u8>)> = out
+            .topics
+            .iter()
+            .enumerate()
+            .map(|(id, t)| {
+                let rec = TopicRecord {
+                    timestep,
+                    id: id as u32,
+                    time: t
+                        .members
+                        .iter()
+                        .map(|&j| docs[j].time)
+                        .min()
+                        .unwrap_or(now_ms),
+                    size: t.members.len() as u32,
+                    terms: t
+                        .terms
+                        .iter()
+                        .map(|&(tid, w)| (model.vocab().term(tid).to_string(), w))
+                        .collect(),
+                    docs: t
+                        .representatives
+                        .iter()
+                        .map(|&j| docs[j].id.clone())
+                        .collect(),
+                    mean_score: t.mean_score,
+                };
+                (
+                    topic_key(timestep, id as u32),
+                    postcard::to_stdvec(&rec).unwrap(),
+                )
+            })
+            .collect();
         let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
         let write = TimestepWrite {
             verdicts,
@@ -149,14 +183,14 @@ impl Ingestor {
                 committed_at: now_ms,
                 stats: out.stats.clone(),
             },
-            topics: Vec::new(),
+            topics,
         };
         let commit = self.store.commit(&model, &write)?;
         self.store.flush()?;
         self.model = model;
         Ok(Outcome::Committed {
             timestep,
-            stats: out.stats,
+            stats: Box::new(out.stats),
             commit,
             seconds: t0.elapsed().as_secs_f64(),
         })

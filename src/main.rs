@@ -194,6 +194,16 @@ fn dispatch(cli: Cli) -> Result<()> {
             let n = snapshot::export(&store, &a.file)?;
             writeln!(out, "exported {n} records to {}", a.file.display())?;
         }
+        Command::Params(a) => {
+            let p = match (&a.store, a.preset) {
+                (Some(dir), _) => open_existing(dir)?.params()?.ok_or_else(|| {
+                    anyhow::anyhow!("store {} has no parameters yet", dir.display())
+                })?,
+                (None, novad::cli::Preset::Default) => novad::Params::default(),
+                (None, novad::cli::Preset::Paper) => novad::Params::paper(),
+            };
+            write!(out, "{}", toml::to_string(&p)?)?;
+        }
         Command::Digest(a) => {
             let mut store = open_existing(&a.store)?;
             let model = store.model(None)?;

@@ -8,6 +8,7 @@ use thiserror::Error;
 use crate::coding::CodingParams;
 use crate::dictionary::{AtomInit, BootstrapParams, OiadmmParams, RefreshParams};
 use crate::threshold::ThresholdRule;
+use crate::topics::TopicParams;
 
 /// Tokenizer and vocabulary settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,6 +34,18 @@ impl Default for TextParams {
     }
 }
 
+/// Adaptive dictionary size (CIKM 2011 names it an open problem): emerging topics of a
+/// timestep are appended to Â as new atoms (k grows, up to `max_atoms`), and atoms unused for
+/// more than `retire_after` timesteps are removed (k shrinks, down to `min_atoms`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdaptParams {
+    pub inject: bool,
+    /// Timesteps without use before an atom is retired (0 = never retire).
+    pub retire_after: u64,
+    pub min_atoms: usize,
+    pub max_atoms: usize,
+}
+
 /// Every parameter of a novelty model. Fixed when a store is created.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Params {
@@ -46,6 +59,12 @@ pub struct Params {
     /// Refresh of the least-used atoms per timestep (None = off, the paper).
     #[serde(default)]
     pub refresh: Option<RefreshParams>,
+    /// Emerging topics from each timestep's novel documents (DICTCLUST; None = off).
+    #[serde(default)]
+    pub topics: Option<TopicParams>,
+    /// Adaptive dictionary size: inject topics as atoms, retire unused atoms (None = fixed k).
+    #[serde(default)]
+    pub adapt: Option<AdaptParams>,
     pub threshold: ThresholdRule,
     pub text: TextParams,
 }
@@ -62,8 +81,18 @@ impl Params {
             oiadmm: OiadmmParams::paper(),
             bootstrap: BootstrapParams::paper(),
             refresh: None,
+            topics: Some(TopicParams::default()),
+            adapt: None,
             threshold: ThresholdRule::default_adaptive(),
             text: TextParams::default(),
+        }
+    }
+
+    /// The allowed number of atoms: exactly k, or the adaptive bounds.
+    pub fn atom_bounds(&self) -> (usize, usize) {
+        match &self.adapt {
+            None => (self.k, self.k),
+            Some(a) => (a.min_atoms, a.max_atoms),
         }
     }
 
@@ -198,6 +227,46 @@ impl Params {
                 "refresh.iterations",
                 "an integer ≤ 1000",
                 r.iterations.to_string(),
+            )?;
+        }
+        if let Some(t) = &self.topics {
+            check(
+                (1..=1000).contains(&t.k1),
+                "topics.k1",
+                "an integer in 1..=1000",
+                t.k1.to_string(),
+            )?;
+            check(
+                t.min_support >= 1,
+                "topics.min_support",
+                "an integer ≥ 1",
+                t.min_support.to_string(),
+            )?;
+            check(
+                t.alternations <= 100,
+                "topics.alternations",
+                "an integer ≤ 100",
+                t.alternations.to_string(),
+            )?;
+        }
+        if let Some(a) = &self.adapt {
+            check(
+                a.min_atoms >= 1 && a.min_atoms <= self.k,
+                "adapt.min_atoms",
+                "an integer in 1..=k",
+                a.min_atoms.to_string(),
+            )?;
+            check(
+                a.max_atoms >= self.k && a.max_atoms <= 100_000,
+                "adapt.max_atoms",
+                "an integer in k..=100000",
+                a.max_atoms.to_string(),
+            )?;
+            check(
+                a.inject || a.retire_after > 0 || a.min_atoms == a.max_atoms,
+                "adapt",
+                "inject = true or retire_after > 0",
+                "neither".into(),
             )?;
         }
         match &self.threshold {

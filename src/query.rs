@@ -77,6 +77,9 @@ pub struct Status {
     pub files: usize,
     /// The most recent timesteps, newest first.
     pub recent: Vec<TimestepRecord>,
+    /// The most recent emerging topics, newest first.
+    #[serde(default)]
+    pub topics: Vec<crate::topics::TopicRecord>,
     /// Whether the answer came from a running daemon.
     pub daemon_pid: Option<u32>,
     pub disk_bytes: u64,
@@ -105,10 +108,17 @@ pub fn status(db: &sled::Db, n_recent: usize) -> Result<Status, String> {
         let (_, v) = kv.map_err(e)?;
         recent.push(postcard::from_bytes(&v).map_err(|e| format!("corrupt timestep record: {e}"))?);
     }
+    let tt = db.open_tree(crate::store::schema::TOPICS).map_err(e)?;
+    let mut topics = Vec::new();
+    for kv in tt.iter().rev().take(n_recent) {
+        let (_, v) = kv.map_err(e)?;
+        topics.push(postcard::from_bytes(&v).map_err(|e| format!("corrupt topic: {e}"))?);
+    }
     Ok(Status {
         format_version,
         params,
         state,
+        topics,
         verdicts: db.open_tree(VERDICTS).map_err(e)?.len(),
         files: db.open_tree(FILES).map_err(e)?.len(),
         recent,
@@ -254,6 +264,20 @@ pub fn write_status(out: &mut dyn Write, s: &Status) -> std::io::Result<()> {
             "disk             {:.1} MiB",
             s.disk_bytes as f64 / (1 << 20) as f64
         )?;
+    }
+    if !s.topics.is_empty() {
+        writeln!(out, "\nlatest emerging topics (newest first):")?;
+        for t in &s.topics {
+            let terms: Vec<&str> = t.terms.iter().take(8).map(|x| x.0.as_str()).collect();
+            writeln!(
+                out,
+                "  step {:>4} topic {:>2} {:>4} docs  {}",
+                t.timestep,
+                t.id,
+                t.size,
+                terms.join(" ")
+            )?;
+        }
     }
     if !s.recent.is_empty() {
         writeln!(out, "\nrecent timesteps (newest first):")?;

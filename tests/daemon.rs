@@ -253,3 +253,83 @@ fn export_import_round_trip_keeps_the_model_and_verdicts() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn emerging_topics_are_listed_while_the_daemon_runs() {
+    let d = Dirs::new();
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tuned-small.toml");
+    let mut daemon = Daemon::start(&d, &["--config", config]);
+    let batches = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/batches");
+    let mut names: Vec<_> = std::fs::read_dir(batches)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    names.sort();
+    for p in &names {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        d.drop_file(&name, &std::fs::read(p).unwrap());
+        wait_for(60, "batch processed", || {
+            files_in(&d.processed()).contains(&name)
+        });
+    }
+    let s = store_arg(&d);
+    let topics = jsonl(&novad_ok(&[
+        "topics",
+        "--store",
+        &s,
+        "--format",
+        "jsonl",
+        "--since",
+        "2026-03-04",
+    ]));
+    assert!(!topics.is_empty(), "an emerging topic on the third day");
+    let volcanic = [
+        "volcano", "eruption", "lava", "magma", "ash", "crater", "plume", "ashfall", "vent",
+        "seismic",
+    ];
+    let t = &topics[0];
+    let terms: Vec<&str> = t["terms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x[0].as_str().unwrap())
+        .collect();
+    assert!(
+        terms.iter().take(3).all(|w| volcanic.contains(w)),
+        "the topic is the eruption: {terms:?}"
+    );
+    assert!(t["size"].as_u64().unwrap() >= 3);
+    assert!(t["docs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|d| d.as_str().unwrap().starts_with("2026-03-04-v")));
+    let table = novad_ok(&["topics", "--store", &s]);
+    assert!(table.contains("topics"), "{table}");
+    // why-novel terms are shown with the verdicts
+    let novel = jsonl(&novad_ok(&[
+        "verdicts",
+        "--store",
+        &s,
+        "--novel",
+        "--since",
+        "2026-03-04",
+        "--format",
+        "jsonl",
+    ]));
+    let v = novel
+        .iter()
+        .find(|v| v["doc_id"].as_str().unwrap().starts_with("2026-03-04-v"))
+        .unwrap();
+    let why: Vec<&str> = v["terms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    assert!(why.iter().any(|w| volcanic.contains(w)), "{why:?}");
+    let status = novad_ok(&["status", "--store", &s]);
+    assert!(status.contains("topics"), "status shows topics: {status}");
+    assert_eq!(daemon.stop_ref(), 0);
+}

@@ -263,3 +263,61 @@ fn refreshed_atoms_learn_a_topic_that_keeps_arriving() {
     let back = Model::from_parts(model.clone().into_parts()).unwrap();
     assert_eq!(back.to_bytes(), model.to_bytes());
 }
+
+#[test]
+fn adaptive_size_injects_topics_and_retires_unused_atoms_and_round_trips_through_the_store() {
+    let mut params = small_params();
+    params.topics = Some(novad::topics::TopicParams::default());
+    params.threshold = novad::threshold::ThresholdRule::Fixed { zeta: 0.95 };
+    params.adapt = Some(novad::params::AdaptParams {
+        inject: true,
+        retire_after: 2,
+        min_atoms: 5,
+        max_atoms: 60,
+    });
+    let mut r = rng(21);
+    let dir = tempfile::tempdir().unwrap();
+    let mut ing = novad::ingest::Ingestor::open(dir.path(), Some(&params)).unwrap();
+    let mut ks = Vec::new();
+    for t in 0..8 {
+        let docs: Vec<String> = (0..120)
+            .map(|i| {
+                if t >= 2 && i % 5 == 0 {
+                    // a new topic from t = 2 on
+                    topic_doc(&mut r, 5, 25)
+                } else {
+                    // topics 2 and 3 stop after the bootstrap batch
+                    let tp = r.random_range(0..if t == 0 { 4 } else { 2 });
+                    topic_doc(&mut r, tp, 25)
+                }
+            })
+            .collect();
+        let body: String = docs.iter().map(|d| format!("{d}\n")).collect();
+        match ing
+            .ingest_bytes(&format!("{t}.txt"), body.as_bytes(), 1000 * t as i64)
+            .unwrap()
+        {
+            novad::ingest::Outcome::Committed { .. } => {}
+            o => panic!("{o:?}"),
+        }
+        let m = &ing.model;
+        assert!(
+            novad::dictionary::in_dictionary_set(m.dictionary(), 1e-5),
+            "step {t}"
+        );
+        assert_eq!(m.atom_last_used().len(), m.dictionary().ncols());
+        ks.push(m.dictionary().ncols());
+    }
+    assert!(ks[2] > ks[1], "the new topic was injected at t = 2: {ks:?}");
+    assert!(
+        ks.windows(2).any(|w| w[1] < w[0]),
+        "unused atoms were retired: {ks:?}"
+    );
+    assert!(ks.iter().all(|&k| (5..=60).contains(&k)));
+    // the store holds exactly the model in memory
+    let digest = novad::Model::to_bytes(&ing.model);
+    drop(ing);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let back = novad::ingest::Ingestor::open(dir.path(), None).unwrap();
+    assert_eq!(back.model.to_bytes(), digest);
+}

@@ -20,6 +20,10 @@ pub enum AtomInit {
     /// Spherical k-means on the documents (seeded k-means from random documents), each centroid
     /// cut to its `top_terms` largest entries and scaled to unit ℓ1 norm.
     KMeans { top_terms: usize, iterations: u32 },
+    /// Farthest-first traversal: a random first document, then each next atom is the document
+    /// least similar (cosine) to every atom chosen so far — every well-separated group of
+    /// documents gets an atom once k is at least the number of groups.
+    FarthestFirst,
 }
 
 /// Parameters of the bootstrap (alternating Algorithms 5 and 6).
@@ -55,14 +59,17 @@ pub fn init_atoms(
     let cand: Vec<usize> = (0..docs.len()).filter(|&j| !docs[j].is_empty()).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let take = k.min(cand.len());
-    let mut chosen: Vec<usize> = sample(&mut rng, cand.len(), take)
-        .into_iter()
-        .map(|i| cand[i])
-        .collect();
+    let mut chosen: Vec<usize> = match init {
+        AtomInit::FarthestFirst => farthest_first(docs, &cand, take, m, &mut rng),
+        _ => sample(&mut rng, cand.len(), take)
+            .into_iter()
+            .map(|i| cand[i])
+            .collect(),
+    };
     chosen.sort_unstable();
     let mut a = Array2::<f32>::zeros((m, k));
     match init {
-        AtomInit::RandomDocuments => {
+        AtomInit::RandomDocuments | AtomInit::FarthestFirst => {
             for (c, &j) in chosen.iter().enumerate() {
                 for (&i, &v) in docs[j].ids.iter().zip(&docs[j].vals) {
                     a[[i as usize, c]] = v as f32;
@@ -91,6 +98,63 @@ pub fn init_atoms(
     let mut a64 = a.mapv(|v| v as f64);
     project_columns(&mut a64);
     a64.mapv(|v| v as f32)
+}
+
+/// Farthest-first traversal in cosine similarity over the candidate documents.
+fn farthest_first(
+    docs: &[SparseDoc],
+    cand: &[usize],
+    take: usize,
+    m: usize,
+    rng: &mut ChaCha8Rng,
+) -> Vec<usize> {
+    if take == 0 {
+        return Vec::new();
+    }
+    let norm = |d: &SparseDoc| d.vals.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let norms: Vec<f64> = cand.iter().map(|&j| norm(&docs[j])).collect();
+    let mut best = vec![f64::NEG_INFINITY; cand.len()];
+    let mut chosen = Vec::with_capacity(take);
+    let mut next = sample(rng, cand.len(), 1).index(0);
+    let mut dense = vec![0.0f64; m];
+    for _ in 0..take {
+        chosen.push(cand[next]);
+        best[next] = f64::INFINITY;
+        let d = &docs[cand[next]];
+        let nd = norms[next];
+        for (&i, &v) in d.ids.iter().zip(&d.vals) {
+            dense[i as usize] = v / nd;
+        }
+        for (q, &j) in cand.iter().enumerate() {
+            if best[q] == f64::INFINITY {
+                continue;
+            }
+            let e = &docs[j];
+            let s: f64 = e
+                .ids
+                .iter()
+                .zip(&e.vals)
+                .map(|(&i, &v)| dense[i as usize] * v)
+                .sum::<f64>()
+                / norms[q];
+            best[q] = best[q].max(s);
+        }
+        for &i in &d.ids {
+            dense[i as usize] = 0.0;
+        }
+        // least similar to everything chosen; ties by position
+        let mut pick = None;
+        for q in 0..cand.len() {
+            if best[q] != f64::INFINITY && pick.is_none_or(|p: usize| best[q] < best[p]) {
+                pick = Some(q);
+            }
+        }
+        match pick {
+            Some(p) => next = p,
+            None => break,
+        }
+    }
+    chosen
 }
 
 /// Spherical k-means over the candidate documents (ℓ2-normalised), starting from `seeds`.
