@@ -42,6 +42,9 @@ pub enum Command {
     Import(SnapshotArgs),
     /// Print a fingerprint (blake3) of the model state: equal digests mean identical models.
     Digest(StoreArg),
+    /// Replicate the papers' experiments on a labelled corpus: ℓ1-online vs ℓ1-batch, ℓ2 and
+    /// nearest-neighbour baselines; writes report.md, results.json and SVG plots to --out.
+    Eval(crate::eval::EvalArgs),
     /// Print a parameter set as TOML (a starting point for `--config`): the defaults, the
     /// paper's configuration, or the parameters a store was created with.
     Params(ParamsArgs),

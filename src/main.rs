@@ -194,6 +194,21 @@ fn dispatch(cli: Cli) -> Result<()> {
             let n = snapshot::export(&store, &a.file)?;
             writeln!(out, "exported {n} records to {}", a.file.display())?;
         }
+        Command::Eval(a) => {
+            let s = novad::eval::run(&a)?;
+            writeln!(out, "report:  {}", s.report.display())?;
+            writeln!(out, "results: {}", s.results.display())?;
+            for (k, v) in &s.summary.mean_auc {
+                writeln!(out, "mean AUC {k:>14}: {v:.3}")?;
+            }
+            for (k, v) in &s.summary.mean_seconds {
+                writeln!(out, "mean s   {k:>14}: {v:.3}")?;
+            }
+            if let Some(x) = s.summary.speedup_last {
+                writeln!(out, "ℓ1-batch / ℓ1-online at the last timestep: {x:.1}×")?;
+            }
+            writeln!(out, "wall time: {:.1} s", s.summary.wall_seconds)?;
+        }
         Command::Params(a) => {
             let p = match (&a.store, a.preset) {
                 (Some(dir), _) => open_existing(dir)?.params()?.ok_or_else(|| {
