@@ -22,7 +22,7 @@ use ndarray::ArrayView2;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::linalg::{loss_asym, prox_asym, psi_max_colmajor, psi_max_rowmajor};
+use crate::linalg::{loss_asym, prox_asym, psi_max_rowmajor, SparseCols};
 use crate::text::SparseDoc;
 
 /// How the ADMM step κ is chosen.
@@ -145,16 +145,10 @@ pub struct Solution {
     pub iterations: u32,
 }
 
-/// Objective `Σ_i L_w(p_i − (Ax)_i) + Σ_j lin_j x_j` for a column-major `rows × cols` A.
-pub fn objective(a: &[f64], rows: usize, p: &[f64], x: &[f64], lin: &[f64], w: f64) -> f64 {
-    let mut ax = vec![0.0; rows];
-    for (j, &xj) in x.iter().enumerate() {
-        if xj != 0.0 {
-            for (o, &aij) in ax.iter_mut().zip(&a[j * rows..(j + 1) * rows]) {
-                *o += aij * xj;
-            }
-        }
-    }
+/// Objective `Σ_i L_w(p_i − (Ax)_i) + Σ_j lin_j x_j`.
+pub fn objective(a: &SparseCols, p: &[f64], x: &[f64], lin: &[f64], w: f64) -> f64 {
+    let mut ax = vec![0.0; a.rows];
+    a.mul(x, &mut ax);
     let loss: f64 = p
         .iter()
         .zip(&ax)
@@ -164,27 +158,29 @@ pub fn objective(a: &[f64], rows: usize, p: &[f64], x: &[f64], lin: &[f64], w: f
 }
 
 /// Solve `min_{x ≥ 0} Σ_i L_w(p_i − (Ax)_i) + Σ_j lin_j x_j` by the ADMM of Algorithm 5 with a
-/// per-coordinate linear term, for a dense column-major `rows × cols` matrix A ≥ 0.
+/// per-coordinate linear term, for a sparse non-negative matrix A (`a.rows` = `p.len()`,
+/// `a.cols()` = `lin.len()`).
 ///
 /// `kappa` must satisfy κ ≤ 1/Ψmax(A) (pass `None` to compute it from A). Guarantees: the
 /// returned x is ≥ 0 and finite, `objective` is the exact objective at x, and it is never above
 /// the objective of x = 0.
 pub fn solve(
-    a: &[f64],
-    rows: usize,
-    cols: usize,
+    a: &SparseCols,
     p: &[f64],
     lin: &[f64],
     params: &CodingParams,
     kappa: Option<f64>,
 ) -> Solution {
-    debug_assert_eq!(a.len(), rows * cols);
+    let rows = a.rows;
+    let cols = a.cols();
+    debug_assert_eq!(p.len(), rows);
+    debug_assert_eq!(lin.len(), cols);
     let w = params.absent_weight;
     let zero_obj: f64 = p.iter().map(|&pi| loss_asym(pi, w)).sum();
     let kappa = match kappa {
         Some(k) => k,
         None => {
-            let psi = psi_max_colmajor(a, rows, cols);
+            let psi = a.psi_max();
             if psi > 0.0 {
                 1.0 / psi
             } else {
@@ -220,18 +216,10 @@ pub fn solve(
             u[i] = ax[i] + en - p[i] - rho[i] * inv_phi;
         }
         for j in 0..cols {
-            let col = &a[j * rows..(j + 1) * rows];
-            let g: f64 = col.iter().zip(&u).map(|(a, b)| a * b).sum();
+            let g = a.tmul_col(j, &u);
             x[j] = (x[j] - kappa * (g + lin[j] * inv_phi)).max(0.0);
         }
-        ax.iter_mut().for_each(|v| *v = 0.0);
-        for (j, &xj) in x.iter().enumerate() {
-            if xj != 0.0 {
-                for (o, &aij) in ax.iter_mut().zip(&a[j * rows..(j + 1) * rows]) {
-                    *o += aij * xj;
-                }
-            }
-        }
+        a.mul(&x, &mut ax);
         let mut primal = 0.0f64;
         let mut loss = 0.0;
         for i in 0..rows {
@@ -253,7 +241,7 @@ pub fn solve(
     best.iterations = it;
     // Recompute exactly at the returned point (the loop value is the same arithmetic, but a
     // fresh evaluation keeps the guarantee independent of the loop's bookkeeping).
-    best.objective = objective(a, rows, p, &best.x, lin, w).min(zero_obj);
+    best.objective = objective(a, p, &best.x, lin, w).min(zero_obj);
     if best.objective >= zero_obj {
         best.x.iter_mut().for_each(|v| *v = 0.0);
         best.objective = zero_obj;
@@ -293,13 +281,23 @@ pub fn code_document(dict: &CodingDict<'_>, doc: &SparseDoc, params: &CodingPara
         }
     }
     let cols = active.len();
-    let mut a = vec![0.0f64; rows * cols];
-    for (r, &id) in doc.ids.iter().enumerate() {
-        if (id as usize) < m {
-            let row = dict.atoms.row(id as usize);
-            for (c, &j) in active.iter().enumerate() {
-                a[c * rows + r] = row[j] as f64;
+    // A_{S,K} by columns: gather the document's rows once (rows × k), then split by atom.
+    let mut a = SparseCols::new(rows);
+    if cols > 0 {
+        let mut gathered: Vec<Vec<(u32, f64)>> = vec![Vec::new(); cols];
+        for (r, &id) in doc.ids.iter().enumerate() {
+            if (id as usize) < m {
+                let row = dict.atoms.row(id as usize);
+                for (c, &j) in active.iter().enumerate() {
+                    let v = row[j];
+                    if v != 0.0 {
+                        gathered[c].push((r as u32, v as f64));
+                    }
+                }
             }
+        }
+        for g in gathered {
+            a.push_col(g);
         }
     }
     let kappa = match dict.global_psi {
@@ -307,16 +305,11 @@ pub fn code_document(dict: &CodingDict<'_>, doc: &SparseDoc, params: &CodingPara
         Some(_) => Some(0.0),
         None => None,
     };
-    let sol = solve(&a, rows, cols, &p, &lin, params, kappa);
+    let sol = solve(&a, &p, &lin, params, kappa);
     // residual p − A_S x on the support; the full objective equals the reduced one exactly.
-    let mut resid = p.clone();
-    for (c, &xc) in sol.x.iter().enumerate() {
-        if xc != 0.0 {
-            for (r, v) in resid.iter_mut().enumerate() {
-                *v -= a[c * rows + r] * xc;
-            }
-        }
-    }
+    let mut ax = vec![0.0; rows];
+    a.mul(&sol.x, &mut ax);
+    let resid: Vec<f64> = p.iter().zip(&ax).map(|(p, q)| p - q).collect();
     let mut top: Vec<(u32, f64)> = doc
         .ids
         .iter()
@@ -370,12 +363,13 @@ pub fn code_document_full(
         p[id as usize] = v;
     }
     let lin = vec![params.lambda; k];
+    let a = SparseCols::from_colmajor(&a, m, k);
     let kappa = match params.step {
         StepSize::Global => {
-            let psi = psi_max_colmajor(&a, m, k);
+            let psi = a.psi_max();
             Some(if psi > 0.0 { 1.0 / psi } else { 0.0 })
         }
         StepSize::PerDocument => None,
     };
-    solve(&a, m, k, &p, &lin, params, kappa)
+    solve(&a, &p, &lin, params, kappa)
 }

@@ -324,7 +324,28 @@ impl Model {
                 .collect()
         };
         stats.seconds_coding = t1.elapsed().as_secs_f64();
-        let scores: Vec<f64> = codes.iter().map(|c| c.score).collect();
+        // Mass on terms never seen before this batch (known to the vocabulary, not to any past
+        // timestep): optionally part of the score. The bootstrap batch has no past: 0.
+        let unseen: Vec<f64> = vectors
+            .iter()
+            .map(|v| {
+                if is_bootstrap {
+                    return 0.0;
+                }
+                v.ids
+                    .iter()
+                    .zip(&v.vals)
+                    .filter(|(&id, _)| self.vocab.id(vocab.term(id)).is_none())
+                    .map(|(_, &x)| x)
+                    .sum()
+            })
+            .collect();
+        let alpha = p.unseen_weight;
+        let scores: Vec<f64> = codes
+            .iter()
+            .zip(&unseen)
+            .map(|(c, &u)| (c.score + alpha * u) / (1.0 + alpha))
+            .collect();
         if scores.iter().any(|s| !s.is_finite()) {
             return Err(EngineError::NonFinite("scores"));
         }
@@ -344,7 +365,10 @@ impl Model {
             .filter(|(_, &e)| e)
             .map(|(&s, _)| s)
             .collect();
-        if bootstrapped && !kept.is_empty() {
+        // The bootstrap batch is scored in-sample (against atoms learned from itself), which
+        // biases its scores low; it does not enter the history the adaptive rule uses, so the
+        // first batch after it falls back to the top (1 − quantile) share.
+        if bootstrapped && !is_bootstrap && !kept.is_empty() {
             history.update(&kept, half_life);
         }
 
@@ -486,8 +510,9 @@ impl Model {
             .iter()
             .zip(&novel)
             .zip(&eligible)
-            .map(|((c, &nv), &e)| Verdict {
-                score: c.score,
+            .zip(&scores)
+            .map(|(((c, &nv), &e), &score)| Verdict {
+                score,
                 novel: nv,
                 bootstrap: is_bootstrap,
                 empty: !e,

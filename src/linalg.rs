@@ -43,6 +43,103 @@ pub fn loss_asym(r: f64, w: f64) -> f64 {
     }
 }
 
+/// A sparse matrix stored by columns (CSC), `f64`: the reduced coding problem's A_{S,K}.
+/// Atoms are often far sparser than a document's support (k-means atoms have a handful of
+/// terms), so products cost O(nnz) instead of O(|S|·|K|).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SparseCols {
+    pub rows: usize,
+    /// Column j occupies `idx[ptr[j]..ptr[j+1]]` / `val[..]`.
+    pub ptr: Vec<usize>,
+    pub idx: Vec<u32>,
+    pub val: Vec<f64>,
+}
+
+impl SparseCols {
+    pub fn new(rows: usize) -> Self {
+        SparseCols {
+            rows,
+            ptr: vec![0],
+            idx: Vec::new(),
+            val: Vec::new(),
+        }
+    }
+    /// Append a column given as (row, value) pairs; zeros are dropped.
+    pub fn push_col(&mut self, entries: impl IntoIterator<Item = (u32, f64)>) {
+        for (r, v) in entries {
+            if v != 0.0 {
+                self.idx.push(r);
+                self.val.push(v);
+            }
+        }
+        self.ptr.push(self.idx.len());
+    }
+    /// From a dense column-major `rows × cols` matrix.
+    pub fn from_colmajor(a: &[f64], rows: usize, cols: usize) -> Self {
+        let mut s = SparseCols::new(rows);
+        for j in 0..cols {
+            s.push_col((0..rows).map(|i| (i as u32, a[j * rows + i])));
+        }
+        s
+    }
+    pub fn cols(&self) -> usize {
+        self.ptr.len() - 1
+    }
+    #[inline]
+    pub fn col(&self, j: usize) -> (&[u32], &[f64]) {
+        let (a, b) = (self.ptr[j], self.ptr[j + 1]);
+        (&self.idx[a..b], &self.val[a..b])
+    }
+    /// out = A x (out has `rows` entries; overwritten).
+    #[inline]
+    pub fn mul(&self, x: &[f64], out: &mut [f64]) {
+        out.iter_mut().for_each(|v| *v = 0.0);
+        for (j, &xj) in x.iter().enumerate() {
+            if xj != 0.0 {
+                let (ri, rv) = self.col(j);
+                for (&r, &v) in ri.iter().zip(rv) {
+                    out[r as usize] += v * xj;
+                }
+            }
+        }
+    }
+    /// (Aᵀ u)_j.
+    #[inline]
+    pub fn tmul_col(&self, j: usize, u: &[f64]) -> f64 {
+        let (ri, rv) = self.col(j);
+        ri.iter().zip(rv).map(|(&r, &v)| v * u[r as usize]).sum()
+    }
+    /// Ψmax (largest eigenvalue of AᵀA) with the guarantees of [`psi_max_colmajor`].
+    pub fn psi_max(&self) -> f64 {
+        let frob: f64 = self.val.iter().map(|v| v * v).sum();
+        let cols = self.cols();
+        if frob == 0.0 || self.rows == 0 || cols == 0 {
+            return 0.0;
+        }
+        let mut v = vec![1.0 / (cols as f64).sqrt(); cols];
+        let mut av = vec![0.0; self.rows];
+        let mut est = 0.0;
+        for _ in 0..POWER_ITERS {
+            self.mul(&v, &mut av);
+            let new_est: f64 = av.iter().map(|x| x * x).sum();
+            for (j, vj) in v.iter_mut().enumerate() {
+                *vj = self.tmul_col(j, &av);
+            }
+            let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+            if norm == 0.0 {
+                break;
+            }
+            v.iter_mut().for_each(|x| *x /= norm);
+            let done = (new_est - est).abs() <= POWER_TOL * new_est;
+            est = new_est;
+            if done {
+                break;
+            }
+        }
+        (est * 1.01).min(frob)
+    }
+}
+
 const POWER_ITERS: usize = 200;
 const POWER_TOL: f64 = 1e-7;
 
@@ -216,5 +313,31 @@ mod tests {
         // rank one: Z = u vᵀ with ‖u‖=√2, ‖v‖=√2 → Ψmax = 4, capped by ‖Z‖_F² = 4.
         let z = vec![1.0, 1.0, 1.0, 1.0];
         assert!((psi_max_colmajor(&z, 2, 2) - 4.0).abs() < 1e-9);
+    }
+}
+
+#[cfg(test)]
+mod sparse_tests {
+    use super::*;
+
+    #[test]
+    fn sparse_columns_agree_with_dense_products() {
+        let a = vec![0.5, 0.0, 0.25, 0.0, 0.0, 0.75, 0.1, 0.2, 0.0];
+        let s = SparseCols::from_colmajor(&a, 3, 3);
+        assert_eq!(s.val.len(), 5, "zeros dropped");
+        let x = [1.0, 2.0, 3.0];
+        let mut ax = vec![0.0; 3];
+        s.mul(&x, &mut ax);
+        for i in 0..3 {
+            let want: f64 = (0..3).map(|j| a[j * 3 + i] * x[j]).sum();
+            assert!((ax[i] - want).abs() < 1e-12);
+        }
+        let u = [1.0, -1.0, 2.0];
+        for j in 0..3 {
+            let want: f64 = (0..3).map(|i| a[j * 3 + i] * u[i]).sum();
+            assert!((s.tmul_col(j, &u) - want).abs() < 1e-12);
+        }
+        let (d, sp) = (psi_max_colmajor(&a, 3, 3), s.psi_max());
+        assert!((d - sp).abs() <= 1e-9 * d, "{d} vs {sp}");
     }
 }

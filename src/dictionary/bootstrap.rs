@@ -389,6 +389,47 @@ pub fn bootstrap(
     params: &BootstrapParams,
     seed: u64,
 ) -> Array2<f32> {
+    // Exact reduction to the rows the documents use: every initial atom lives there, and a
+    // row with P = 0 and A = 0 keeps E = ρ = 0 and a zero gradient in the A-step, so it stays
+    // zero. For a small batch over a large vocabulary (the topic stage) this is most of the
+    // work saved.
+    let mut used = vec![false; m];
+    for d in docs {
+        for &i in &d.ids {
+            used[i as usize] = true;
+        }
+    }
+    let rows: Vec<usize> = (0..m).filter(|&i| used[i]).collect();
+    if rows.len() < m {
+        let mut new_id = vec![u32::MAX; m];
+        for (n, &i) in rows.iter().enumerate() {
+            new_id[i] = n as u32;
+        }
+        let compact: Vec<SparseDoc> = docs
+            .iter()
+            .map(|d| SparseDoc {
+                ids: d.ids.iter().map(|&i| new_id[i as usize]).collect(),
+                vals: d.vals.clone(),
+            })
+            .collect();
+        let small = bootstrap_rows(&compact, rows.len(), k, coding, params, seed);
+        let mut a = Array2::<f32>::zeros((m, k));
+        for (n, &i) in rows.iter().enumerate() {
+            a.row_mut(i).assign(&small.row(n));
+        }
+        return a;
+    }
+    bootstrap_rows(docs, m, k, coding, params, seed)
+}
+
+fn bootstrap_rows(
+    docs: &[SparseDoc],
+    m: usize,
+    k: usize,
+    coding: &CodingParams,
+    params: &BootstrapParams,
+    seed: u64,
+) -> Array2<f32> {
     let mut a = init_atoms(docs, m, k, &params.init, seed);
     if params.alternations == 0 {
         return a;

@@ -13,7 +13,7 @@ use crate::text::SparseDoc;
 /// configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RefreshParams {
-    /// Atoms replaced per timestep (at most).
+    /// Atoms replaced per timestep (at most; never more than k).
     pub atoms: usize,
     /// Terms kept per new atom.
     pub top_terms: usize,
