@@ -2,7 +2,7 @@
 //! moved to processed/, for 1,000-document batches with k = 200; store size and bytes written
 //! per timestep.
 //!
-//!     cargo build --release && cargo run --release --example bench_daemon -- [batches] [k]
+//!     cargo build --release && cargo run --release --example bench_daemon -- [batches] [k] [max_terms]
 //!
 //! Starts the real `novad run` on temporary directories, bootstraps on 2,000 posts, then drops
 //! `batches` (default 10) batches of 1,000 posts one at a time and times each until it appears
@@ -32,8 +32,9 @@ fn main() {
     let mut a = std::env::args().skip(1);
     let batches: usize = a.next().map(|s| s.parse().unwrap()).unwrap_or(10);
     let k: String = a.next().unwrap_or_else(|| "200".into());
+    let max_terms: String = a.next().unwrap_or_else(|| "100000".into());
     let d = Dirs::new();
-    let daemon = Daemon::start(&d, &["--k", &k]);
+    let daemon = Daemon::start(&d, &["--k", &k, "--max-terms", &max_terms]);
     let drop_and_wait = |name: &str, body: &str| -> f64 {
         let t = Instant::now();
         d.drop_file(name, body.as_bytes());
@@ -48,7 +49,7 @@ fn main() {
         "000-bootstrap.jsonl",
         &jsonl_batch(0, 2000, "2026-01-01", "boot"),
     );
-    println!("bootstrap batch (2000 docs, k = {k}): {secs:.2}s end to end");
+    println!("bootstrap batch (2000 docs, k = {k}, vocabulary bound {max_terms}): {secs:.2}s end to end");
     println!("batch  docs   end_to_end_s  store_MiB");
     let mut lat = Vec::new();
     for b in 0..batches {
