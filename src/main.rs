@@ -226,8 +226,19 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Import(a) => {
             let n = snapshot::import(&a.store.store, &a.file)?;
-            // open once to run migrations (an older snapshot) and check the model loads
-            let mut store = Store::open(&a.store.store)?;
+            // open once to run migrations (an older snapshot) and check the model loads; sled
+            // releases its lock asynchronously after a drop, so wait for it briefly
+            let t = std::time::Instant::now();
+            let mut store = loop {
+                match Store::open(&a.store.store) {
+                    Err(novad::store::StoreError::Locked { .. })
+                        if t.elapsed() < std::time::Duration::from_secs(10) =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(50))
+                    }
+                    r => break r?,
+                }
+            };
             store.model(None)?;
             writeln!(out, "imported {n} records into {}", a.store.store.display())?;
         }

@@ -214,7 +214,11 @@ fn make_store(d: &Dirs, files: usize) {
 }
 
 fn set_format(d: &Dirs, bytes: &[u8]) {
-    let db = sled::open(d.store().join("db")).unwrap();
+    let db = sled::Config::new()
+        .path(d.store().join("db"))
+        .flush_every_ms(None)
+        .open()
+        .unwrap();
     db.open_tree("meta")
         .unwrap()
         .insert("format_version", bytes)
@@ -268,7 +272,11 @@ fn a_format_1_fixture_store_is_backed_up_and_migrated() {
     let before = novad_ok(&["digest", "--store", &s(&d)]);
     // turn it into a format-1 store: no `timesteps` tree
     {
-        let db = sled::open(d.store().join("db")).unwrap();
+        let db = sled::Config::new()
+            .path(d.store().join("db"))
+            .flush_every_ms(None)
+            .open()
+            .unwrap();
         assert!(db.drop_tree("timesteps").unwrap());
         db.open_tree("meta")
             .unwrap()

@@ -135,7 +135,13 @@ impl Store {
             what: "cannot create the directory".into(),
             source,
         })?;
-        let db = match sled::Config::new().path(dir.join("db")).open() {
+        // No background flusher: every commit is flushed explicitly, and without the thread a
+        // dropped Db releases its lock at once.
+        let db = match sled::Config::new()
+            .path(dir.join("db"))
+            .flush_every_ms(None)
+            .open()
+        {
             Ok(db) => db,
             Err(sled::Error::Io(e))
                 if e.kind() == ErrorKind::WouldBlock || e.to_string().contains("lock") =>

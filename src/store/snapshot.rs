@@ -126,6 +126,7 @@ pub fn import(dir: &Path, path: &Path) -> Result<u64, StoreError> {
     })?;
     let db = sled::Config::new()
         .path(dir.join("db"))
+        .flush_every_ms(None)
         .open()
         .map_err(|source| StoreError::Sled {
             dir: d.clone(),
