@@ -49,7 +49,9 @@ fn main() {
         "000-bootstrap.jsonl",
         &jsonl_batch(0, 2000, "2026-01-01", "boot"),
     );
-    println!("bootstrap batch (2000 docs, k = {k}, vocabulary bound {max_terms}): {secs:.2}s end to end");
+    println!(
+        "bootstrap batch (2000 docs, k = {k}, vocabulary bound {max_terms}): {secs:.2}s end to end"
+    );
     println!("batch  docs   end_to_end_s  store_MiB");
     let mut lat = Vec::new();
     for b in 0..batches {

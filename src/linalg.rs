@@ -112,69 +112,41 @@ impl SparseCols {
     /// Ψmax (largest eigenvalue of AᵀA) with the guarantees of [`psi_max_colmajor`].
     pub fn psi_max(&self) -> f64 {
         let frob: f64 = self.val.iter().map(|v| v * v).sum();
-        let cols = self.cols();
-        if frob == 0.0 || self.rows == 0 || cols == 0 {
-            return 0.0;
-        }
-        let mut v = vec![1.0 / (cols as f64).sqrt(); cols];
         let mut av = vec![0.0; self.rows];
-        let mut est = 0.0;
-        for _ in 0..POWER_ITERS {
-            self.mul(&v, &mut av);
-            let new_est: f64 = av.iter().map(|x| x * x).sum();
-            for (j, vj) in v.iter_mut().enumerate() {
-                *vj = self.tmul_col(j, &av);
+        power_iteration(self.cols(), frob, |v, out| {
+            self.mul(v, &mut av);
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = self.tmul_col(j, &av);
             }
-            let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
-            if norm == 0.0 {
-                break;
-            }
-            v.iter_mut().for_each(|x| *x /= norm);
-            let done = (new_est - est).abs() <= POWER_TOL * new_est;
-            est = new_est;
-            if done {
-                break;
-            }
-        }
-        (est * 1.01).min(frob)
+            av.iter().map(|x| x * x).sum()
+        })
     }
 }
 
 const POWER_ITERS: usize = 200;
 const POWER_TOL: f64 = 1e-7;
 
-/// Ψmax of a column-major `rows × cols` matrix Z: the largest eigenvalue of ZᵀZ (= ‖Z‖₂²),
-/// by power iteration from the all-ones vector. The estimate is a lower bound that converges
-/// from below; it is returned inflated by 1 % and capped by ‖Z‖_F² (a true upper bound), so
-/// a step 1/Ψmax computed from it is safe. Returns 0 for a zero matrix.
-pub fn psi_max_colmajor(z: &[f64], rows: usize, cols: usize) -> f64 {
-    let frob: f64 = z.iter().map(|v| v * v).sum();
-    if frob == 0.0 || rows == 0 || cols == 0 {
+/// Power iteration for Ψmax(Z) = largest eigenvalue of ZᵀZ, for a Z with `cols` columns and
+/// squared Frobenius norm `frob`. `step(v, out)` must write ZᵀZ v into `out` and return ‖Z v‖².
+/// Starts from the all-ones vector (the Perron vector of a non-negative Z is non-negative, so
+/// it converges from below); the estimate is returned inflated by 1 % and capped by ‖Z‖_F² (a
+/// true upper bound), so a step 1/Ψmax computed from it is safe. 0 for a zero matrix.
+fn power_iteration(cols: usize, frob: f64, mut step: impl FnMut(&[f64], &mut [f64]) -> f64) -> f64 {
+    if frob == 0.0 || cols == 0 {
         return 0.0;
     }
     let mut v = vec![1.0 / (cols as f64).sqrt(); cols];
-    let mut zv = vec![0.0; rows];
+    let mut w = vec![0.0; cols];
     let mut est = 0.0;
     for _ in 0..POWER_ITERS {
-        zv.iter_mut().for_each(|x| *x = 0.0);
-        for (j, &vj) in v.iter().enumerate() {
-            if vj != 0.0 {
-                let col = &z[j * rows..(j + 1) * rows];
-                for (o, &a) in zv.iter_mut().zip(col) {
-                    *o += a * vj;
-                }
-            }
-        }
-        let new_est: f64 = zv.iter().map(|x| x * x).sum();
-        for (j, vj) in v.iter_mut().enumerate() {
-            let col = &z[j * rows..(j + 1) * rows];
-            *vj = col.iter().zip(&zv).map(|(a, b)| a * b).sum();
-        }
-        let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let new_est = step(&v, &mut w);
+        let norm = w.iter().map(|x| x * x).sum::<f64>().sqrt();
         if norm == 0.0 {
             break;
         }
-        v.iter_mut().for_each(|x| *x /= norm);
+        for (vi, wi) in v.iter_mut().zip(&w) {
+            *vi = wi / norm;
+        }
         let done = (new_est - est).abs() <= POWER_TOL * new_est;
         est = new_est;
         if done {
@@ -184,11 +156,36 @@ pub fn psi_max_colmajor(z: &[f64], rows: usize, cols: usize) -> f64 {
     (est * 1.01).min(frob)
 }
 
-/// Ψmax of a row-major `m × k` f32 matrix A (largest eigenvalue of AᵀA), with the same
-/// guarantees as [`psi_max_colmajor`]. Works on the non-zero entries only, so its cost is
-/// O(nnz(A)) per power iteration (a dictionary over a large vocabulary is mostly zero rows).
+/// Ψmax of a column-major `rows × cols` matrix Z (largest eigenvalue of ZᵀZ = ‖Z‖₂²), with
+/// the guarantees of [`power_iteration`].
+pub fn psi_max_colmajor(z: &[f64], rows: usize, cols: usize) -> f64 {
+    if rows == 0 {
+        return 0.0;
+    }
+    let frob: f64 = z.iter().map(|v| v * v).sum();
+    let mut zv = vec![0.0; rows];
+    power_iteration(cols, frob, |v, out| {
+        zv.iter_mut().for_each(|x| *x = 0.0);
+        for (j, &vj) in v.iter().enumerate() {
+            for (o, &a) in zv.iter_mut().zip(&z[j * rows..(j + 1) * rows]) {
+                *o += a * vj;
+            }
+        }
+        for (j, o) in out.iter_mut().enumerate() {
+            *o = z[j * rows..(j + 1) * rows]
+                .iter()
+                .zip(&zv)
+                .map(|(a, b)| a * b)
+                .sum();
+        }
+        zv.iter().map(|x| x * x).sum()
+    })
+}
+
+/// Ψmax of a row-major `m × k` f32 matrix A (largest eigenvalue of AᵀA). Works on the
+/// non-zero entries only, so its cost is O(nnz(A)) per power iteration (a dictionary over a
+/// large vocabulary is mostly zero rows). Guarantees of [`power_iteration`].
 pub fn psi_max_rowmajor(a: ArrayView2<'_, f32>) -> f64 {
-    let (m, k) = a.dim();
     // CSR copy of the non-zeros
     let mut ptr = vec![0usize];
     let mut idx: Vec<u32> = Vec::new();
@@ -205,71 +202,39 @@ pub fn psi_max_rowmajor(a: ArrayView2<'_, f32>) -> f64 {
         }
     }
     let frob: f64 = val.iter().map(|v| v * v).sum();
-    if frob == 0.0 || m == 0 || k == 0 {
-        return 0.0;
-    }
-    let mut v = vec![1.0 / (k as f64).sqrt(); k];
-    let mut est = 0.0;
-    for _ in 0..POWER_ITERS {
-        let mut w = vec![0.0f64; k];
-        let mut new_est = 0.0;
+    power_iteration(a.ncols(), frob, |v, out| {
+        out.iter_mut().for_each(|x| *x = 0.0);
+        let mut est = 0.0;
         for r in ptr.windows(2) {
             let (ri, rv) = (&idx[r[0]..r[1]], &val[r[0]..r[1]]);
             let av: f64 = ri.iter().zip(rv).map(|(&j, &x)| x * v[j as usize]).sum();
-            new_est += av * av;
+            est += av * av;
             for (&j, &x) in ri.iter().zip(rv) {
-                w[j as usize] += x * av;
+                out[j as usize] += x * av;
             }
         }
-        let norm = w.iter().map(|x| x * x).sum::<f64>().sqrt();
-        if norm == 0.0 {
-            break;
-        }
-        v = w.into_iter().map(|x| x / norm).collect();
-        let done = (new_est - est).abs() <= POWER_TOL * new_est;
-        est = new_est;
-        if done {
-            break;
-        }
-    }
-    (est * 1.01).min(frob)
+        est
+    })
 }
 
-/// Ψmax(Xᵀ) for a k × n CSC code matrix X: the largest eigenvalue of X Xᵀ (k × k Gram), by
-/// power iteration, with the guarantees of [`psi_max_colmajor`].
+/// Ψmax(Xᵀ) for a k × n CSC code matrix X: the largest eigenvalue of X Xᵀ (k × k Gram).
+/// Guarantees of [`power_iteration`].
 pub fn psi_max_codes(x: &CsMat<f64>) -> f64 {
-    let k = x.rows();
     let frob: f64 = x.data().iter().map(|v| v * v).sum();
-    if frob == 0.0 || k == 0 {
-        return 0.0;
-    }
-    let mut v = vec![1.0 / (k as f64).sqrt(); k];
-    let mut est = 0.0;
-    for _ in 0..POWER_ITERS {
-        // w = X Xᵀ v, est = ‖Xᵀ v‖²
-        let mut w = vec![0.0f64; k];
-        let mut new_est = 0.0;
+    power_iteration(x.rows(), frob, |v, out| {
+        out.iter_mut().for_each(|o| *o = 0.0);
+        let mut est = 0.0;
         for col in x.outer_iterator() {
             let t: f64 = col.iter().map(|(i, &val)| val * v[i]).sum();
-            new_est += t * t;
+            est += t * t;
             if t != 0.0 {
                 for (i, &val) in col.iter() {
-                    w[i] += val * t;
+                    out[i] += val * t;
                 }
             }
         }
-        let norm = w.iter().map(|x| x * x).sum::<f64>().sqrt();
-        if norm == 0.0 {
-            break;
-        }
-        v = w.into_iter().map(|x| x / norm).collect();
-        let done = (new_est - est).abs() <= POWER_TOL * new_est;
-        est = new_est;
-        if done {
-            break;
-        }
-    }
-    (est * 1.01).min(frob)
+        est
+    })
 }
 
 #[cfg(test)]
