@@ -214,6 +214,8 @@ fn smoke_run_writes_report_results_and_plots() {
         "auc.svg",
         "seconds.svg",
         "sre.svg",
+        "topics_pr.svg",
+        "topics_f1.svg",
     ] {
         let p = out.join(f);
         assert!(p.is_file(), "{f} missing");
@@ -229,7 +231,7 @@ fn smoke_run_writes_report_results_and_plots() {
             );
         }
     }
-    assert_eq!(summary.plots.len(), 5);
+    assert_eq!(summary.plots.len(), 7);
 
     // Table 1 parses and agrees with results.json
     let md = read(&out.join("report.md"));
@@ -301,6 +303,153 @@ fn smoke_run_writes_report_results_and_plots() {
     // summary agrees with the table's Avg. row
     let on = summary.summary.mean_auc["l1-online"];
     assert!((on - t1.avg[0].unwrap()).abs() <= 5e-4);
+
+    // emerging topics: on by default (ℓ1-online and NN both run), four methods per timestep
+    check_topics(
+        &md,
+        &res,
+        &summary.summary,
+        &["dictclust", "dict-km", "nn-km", "nn-dict"],
+    );
+    assert!(read(&out.join("topics_pr.svg")).contains("DICTCLUST"));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The emerging-topic section of a report and results.json: every evaluated timestep has a
+/// sweep per method whose best point is its largest F1, the summary averages them, and the
+/// report shows the section.
+fn check_topics(
+    md: &str,
+    res: &serde_json::Value,
+    summary: &novad::eval::Summary,
+    methods: &[&str],
+) {
+    assert!(md.contains("## Emerging topics"), "no topics section");
+    assert!(md.contains("### Best F1 per timestep"));
+    assert!(md.contains("### Cost of the daemon's topic stage") == methods.contains(&"dictclust"));
+    assert!(res["topics"]["fractions"].as_array().unwrap().len() >= 5);
+    let ts = res["timesteps"].as_array().unwrap();
+    assert!(ts[0]["topics"].is_null(), "bootstrap not evaluated");
+    let mut f1s: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for t in &ts[1..] {
+        let tp = &t["topics"];
+        assert_eq!(tp["truly_novel"], t["novel"]);
+        let got: Vec<&str> = tp["methods"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        let mut want = methods.to_vec();
+        want.sort_unstable();
+        assert_eq!(got, want);
+        for m in methods {
+            let r = &tp["methods"][*m];
+            let sweep = r["sweep"].as_array().unwrap();
+            assert!(!sweep.is_empty(), "{m}");
+            let max = sweep
+                .iter()
+                .map(|p| p["f1"].as_f64().unwrap())
+                .fold(0.0, f64::max);
+            let best = r["best"]["f1"].as_f64().unwrap();
+            assert_eq!(best, max, "{m}: best is the sweep's largest F1");
+            for p in sweep {
+                for k in ["precision", "recall", "f1"] {
+                    assert!((0.0..=1.0).contains(&p[k].as_f64().unwrap()));
+                }
+                assert!(p["detected"].as_u64().unwrap() >= p["detected_novel"].as_u64().unwrap());
+            }
+            // thresholds strictly decreasing, detected sets growing
+            for w in sweep.windows(2) {
+                assert!(w[0]["threshold"].as_f64() > w[1]["threshold"].as_f64());
+                assert!(w[0]["detected"].as_u64() < w[1]["detected"].as_u64());
+            }
+            assert_eq!(r["interpolated_precision"].as_array().unwrap().len(), 21);
+            f1s.entry(m.to_string()).or_default().push(best);
+        }
+        assert!(tp["oracle"]["dict"]["f1"].as_f64().is_some());
+        assert!(tp["oracle"]["km"]["f1"].as_f64().is_some());
+        assert_eq!(tp["daemon"].is_null(), !methods.contains(&"dictclust"));
+    }
+    for (m, v) in f1s {
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        assert!((summary.topics[&m].mean_f1 - mean).abs() < 1e-12, "{m}");
+        assert!(
+            md.contains(&format!("{mean:.3}")),
+            "{m}: mean F1 in the report"
+        );
+    }
+    if methods.contains(&"dictclust") {
+        let share = summary.daemon_topic_seconds_share.unwrap();
+        assert!((0.0..=1.0).contains(&share));
+    }
+}
+
+#[test]
+fn topics_flag_chooses_the_methods() {
+    let out = tmp("topics-flag");
+    let o = out.display().to_string();
+    let mut a: Vec<&str> = SMALL.to_vec();
+    a.extend(["--phases", "1", "--out", &o, "--methods", "nn"]);
+    // auto: only with both detectors
+    let s = run(&args(&a)).expect("eval runs");
+    assert!(s.summary.topics.is_empty());
+    assert!(!read(&out.join("report.md")).contains("## Emerging topics"));
+    assert!(!out.join("topics_pr.svg").exists());
+    // on: the methods whose detector runs
+    a.extend(["--topics", "on"]);
+    let s = run(&args(&a)).expect("eval runs");
+    let keys: Vec<&str> = s.summary.topics.keys().map(|k| k.as_str()).collect();
+    assert_eq!(keys, ["nn-dict", "nn-km"]);
+    let md = read(&out.join("report.md"));
+    let res: serde_json::Value = serde_json::from_str(&read(&out.join("results.json"))).unwrap();
+    check_topics(&md, &res, &s.summary, &["nn-km", "nn-dict"]);
+    assert!(out.join("topics_pr.svg").is_file());
+    // off, and bad values are typed errors
+    let mut b: Vec<&str> = SMALL.to_vec();
+    b.extend([
+        "--phases",
+        "1",
+        "--out",
+        &o,
+        "--topics",
+        "off",
+        "--methods",
+        "l1-online,nn",
+    ]);
+    assert!(run(&args(&b)).unwrap().summary.topics.is_empty());
+    for bad in [
+        &["--topic-fractions", "0.5,1.5"][..],
+        &["--topic-restarts", "0"],
+        &["--topic-merge", "0"],
+        &["--topic-k", "0"],
+    ] {
+        let mut c: Vec<&str> = SMALL.to_vec();
+        c.extend([
+            "--phases",
+            "1",
+            "--out",
+            &o,
+            "--methods",
+            "nn",
+            "--topics",
+            "on",
+        ]);
+        c.extend_from_slice(bad);
+        assert!(matches!(run(&args(&c)), Err(EvalError::Args(_))), "{bad:?}");
+    }
+    let mut c: Vec<&str> = SMALL.to_vec();
+    c.extend([
+        "--phases",
+        "1",
+        "--out",
+        &o,
+        "--methods",
+        "lsh",
+        "--topics",
+        "on",
+    ]);
+    assert!(matches!(run(&args(&c)), Err(EvalError::Args(_))));
     let _ = std::fs::remove_dir_all(&out);
 }
 

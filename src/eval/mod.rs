@@ -27,6 +27,7 @@ mod neighbours;
 mod protocol;
 mod report;
 mod run;
+mod topics;
 mod vectorize;
 
 use std::path::PathBuf;
@@ -45,6 +46,11 @@ pub use protocol::{
 pub use report::{parse_table1, Table1};
 pub use run::{
     round_scores, run, Column, ColumnResult, EvalSummary, Results, Summary, TimestepResult,
+};
+pub use topics::{
+    best_point, compact, dictclust_assign, interpolated_precision, kmeans_run_seed,
+    spherical_kmeans_best, spherical_kmeans_run, sweep, sweep_thresholds, DaemonTopicCost,
+    SweepPoint, TopicEvalParams, TopicMethod, TopicMethodResult, TopicStep, TopicSummary,
 };
 pub use vectorize::{remap_doc, StreamVectorizer, VectorizedBatch};
 
@@ -83,6 +89,17 @@ pub enum ProtocolKind {
     Cikm,
     /// A JSONL stream with `text`, `time`, `label`, cut into days or weeks.
     Stream,
+}
+
+/// When the emerging-topic evaluation runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopicsMode {
+    /// When both ℓ1-online and NN run (all four methods).
+    Auto,
+    /// Whenever ℓ1-online or NN runs (the methods whose detector runs).
+    On,
+    Off,
 }
 
 /// A named parameter set of the detector.
@@ -189,6 +206,32 @@ pub struct EvalArgs {
     /// LSH: most recent documents always compared.
     #[arg(long, default_value_t = 500)]
     pub lsh_recent: usize,
+
+    /// Emerging topics (CIKM 2011): pairwise P/R/F1 of DICTCLUST, DICT-KM, NN-KM and NN-DICT
+    /// over the novel documents, threshold swept to the best F1.
+    #[arg(long, value_enum, default_value_t = TopicsMode::Auto)]
+    pub topics: TopicsMode,
+    /// Topics: swept detection fractions (each gives the threshold = the score at that rank
+    /// of the timestep's non-empty documents).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_values_t = [0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.7, 1.0]
+    )]
+    pub topic_fractions: Vec<f64>,
+    /// Topics: k₁ of DICTCLUST and K of k-means (default: the detector's topics.k1, paper 10).
+    #[arg(long)]
+    pub topic_k: Option<usize>,
+    /// Topics: DICTCLUST's merge_cosine (default: the detector's; 1.0 = never merge, the
+    /// paper).
+    #[arg(long)]
+    pub topic_merge: Option<f64>,
+    /// Topics: k-means runs from random documents, the best objective kept (paper: 8).
+    #[arg(long, default_value_t = 8)]
+    pub topic_restarts: usize,
+    /// Topics: iterations of each k-means run.
+    #[arg(long, default_value_t = 20)]
+    pub topic_kmeans_iter: u32,
 
     /// SRE of ℓ1-online: documents coded per timestep (seeded subsample of all documents seen
     /// so far; 0 = all).

@@ -1,6 +1,6 @@
 //! The evaluation loop: one pass over the timesteps, every method fed the same batch.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -14,8 +14,14 @@ use super::l1batch::{mean, BatchParams, L1Batch, LearnStats};
 use super::l2batch::{L2Batch, L2Params};
 use super::neighbours::{ExactNn, Lsh, LshParams};
 use super::protocol::{cikm_protocol, read_jsonl_stream, CikmSizes, Stream};
+use super::topics::{
+    evaluate_oracle, evaluate_step, DaemonTopicCost, StepInput, TopicEvalParams, TopicStep,
+    TopicSummary,
+};
 use super::vectorize::{remap_doc, StreamVectorizer};
-use super::{auc, report, roc_points, ConfigName, EvalArgs, EvalError, Method, ProtocolKind};
+use super::{
+    auc, report, roc_points, ConfigName, EvalArgs, EvalError, Method, ProtocolKind, TopicsMode,
+};
 use crate::coding::{code_batch, CodingDict, StepSize};
 use crate::dictionary::{bootstrap, AtomInit};
 use crate::text::SparseDoc;
@@ -144,6 +150,8 @@ pub struct TimestepResult {
     pub evicted_terms: usize,
     pub seconds_vectorize: f64,
     pub columns: BTreeMap<String, ColumnResult>,
+    /// Emerging-topic evaluation (None at the bootstrap or when off).
+    pub topics: Option<TopicStep>,
 }
 
 /// Averages over the evaluated timesteps.
@@ -165,6 +173,14 @@ pub struct Summary {
     pub online_seconds_max_over_min: Option<f64>,
     /// NN: seconds at the last / first evaluated timestep (grows with t).
     pub nn_seconds_last_over_first: Option<f64>,
+    /// Emerging topics: per method (dictclust, dict-km, nn-km, nn-dict) the averages over the
+    /// evaluated timesteps.
+    pub topics: BTreeMap<String, TopicSummary>,
+    /// The clusterers alone on perfect detection (`dict` = DICTCLUST, `km` = k-means).
+    pub topics_oracle: BTreeMap<String, TopicSummary>,
+    /// The daemon's topic stage (ℓ1-online's `Model::step`): Σ seconds_topics / Σ seconds of
+    /// the whole timestep (vectorise + coding + topics + update), evaluated timesteps.
+    pub daemon_topic_seconds_share: Option<f64>,
     pub wall_seconds: f64,
 }
 
@@ -185,6 +201,8 @@ pub struct Results {
     pub methods: Vec<Method>,
     pub columns: Vec<String>,
     pub threads: usize,
+    /// Parameters of the emerging-topic evaluation (None when off).
+    pub topics: Option<TopicEvalParams>,
     pub timesteps: Vec<TimestepResult>,
     pub summary: Summary,
     pub notes: Vec<String>,
@@ -246,6 +264,51 @@ fn resolve_params(args: &EvalArgs) -> Result<(Params, String), EvalError> {
     p.seed = args.seed;
     p.validate()?;
     Ok((p, name))
+}
+
+/// The emerging-topic evaluation's parameters from the arguments and the detector's topic
+/// parameters (the daemon's DICTCLUST; defaults when the detector has topics off).
+fn topic_params(args: &EvalArgs, params: &Params) -> Result<TopicEvalParams, EvalError> {
+    let mut dict = params.topics.clone().unwrap_or_default();
+    if let Some(k) = args.topic_k {
+        if k == 0 {
+            return Err(EvalError::Args("--topic-k must be ≥ 1".into()));
+        }
+        dict.k1 = k;
+    }
+    if let Some(c) = args.topic_merge {
+        if !(c.is_finite() && c > 0.0 && c <= 1.0) {
+            return Err(EvalError::Args(format!(
+                "--topic-merge must be in (0, 1], got {c}"
+            )));
+        }
+        dict.merge_cosine = c;
+    }
+    if args.topic_fractions.is_empty()
+        || args
+            .topic_fractions
+            .iter()
+            .any(|q| !(q.is_finite() && *q > 0.0 && *q <= 1.0))
+    {
+        return Err(EvalError::Args(format!(
+            "--topic-fractions must be numbers in (0, 1], got {:?}",
+            args.topic_fractions
+        )));
+    }
+    if args.topic_restarts == 0 {
+        return Err(EvalError::Args("--topic-restarts must be ≥ 1".into()));
+    }
+    let mut fractions = args.topic_fractions.clone();
+    fractions.sort_by(f64::total_cmp);
+    fractions.dedup();
+    Ok(TopicEvalParams {
+        fractions,
+        k: dict.k1,
+        dict,
+        restarts: args.topic_restarts,
+        kmeans_iterations: args.topic_kmeans_iter,
+        recall_levels: TopicEvalParams::default_recall_levels(),
+    })
 }
 
 fn load_stream(args: &EvalArgs) -> Result<Stream, EvalError> {
@@ -353,6 +416,24 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
         seed: args.seed,
     };
 
+    let topics_on = match args.topics {
+        TopicsMode::Off => false,
+        TopicsMode::Auto => has(Method::L1Online) && has(Method::Nn),
+        TopicsMode::On => {
+            if !(has(Method::L1Online) || has(Method::Nn)) {
+                return Err(EvalError::Args(
+                    "--topics on needs l1-online or nn among --methods".into(),
+                ));
+            }
+            true
+        }
+    };
+    let topic_params = if topics_on {
+        Some(topic_params(args, &params)?)
+    } else {
+        None
+    };
+
     let columns: Vec<Column> = Column::ALL
         .into_iter()
         .filter(|c| match c.method() {
@@ -364,7 +445,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
     let pb = if args.quiet {
         ProgressBar::hidden()
     } else {
-        ProgressBar::new((n_steps * methods.len()) as u64)
+        ProgressBar::new((n_steps * methods.len() + topics_on as usize * (n_steps - 1)) as u64)
     };
     pb.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
@@ -419,6 +500,8 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
         let mut cols: BTreeMap<Column, ColumnResult> = BTreeMap::new();
         // codes of the bootstrap batch over the bootstrap dictionary, for ℓ1-batch
         let mut boot_shared: Option<(ndarray::Array2<f32>, Vec<crate::coding::Code>, f64)> = None;
+        // what the daemon's own topic stage cost in this step
+        let mut daemon_cost: Option<DaemonTopicCost> = None;
 
         if let Some(model) = online.take() {
             pb.set_message(format!("{}: ℓ1-online", ts.name));
@@ -429,6 +512,14 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
                 )));
             }
             let s = out.stats.seconds_coding + out.stats.seconds_update;
+            if t > 0 {
+                daemon_cost = Some(DaemonTopicCost {
+                    novel: out.verdicts.iter().filter(|v| v.novel).count(),
+                    topics: out.topics.len(),
+                    seconds_topics: out.stats.seconds_topics,
+                    seconds_rest: out.stats.seconds_vectorize + s,
+                });
+            }
             let mut r = ColumnResult {
                 seconds: Some(s),
                 ceiling_fraction: Some(out.stats.ceiling_fraction),
@@ -686,6 +777,51 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
                 r.auc_vs_later_labels = split(false);
             }
         }
+        let topic_step = match &topic_params {
+            Some(tp) if !ts.bootstrap => {
+                pb.set_message(format!("{}: emerging topics", ts.name));
+                // truth: the new group of every truly novel non-empty document
+                let mut groups: HashMap<&str, usize> = HashMap::new();
+                let truth: Vec<Option<usize>> = keep
+                    .iter()
+                    .map(|&i| {
+                        let d = &ts.docs[i];
+                        d.novel.then(|| {
+                            let n = groups.len();
+                            *groups.entry(d.label.as_str()).or_insert(n)
+                        })
+                    })
+                    .collect();
+                let docs: Vec<SparseDoc> = keep.iter().map(|&i| vb.vectors[i].clone()).collect();
+                let pick = |c: Column| {
+                    scores.get(&c).map(|s| {
+                        round_scores(&keep.iter().map(|&i| s[i]).collect::<Vec<_>>(), args.round)
+                    })
+                };
+                let (l1, nn_s) = (pick(Column::L1Online), pick(Column::Nn));
+                let input = StepInput {
+                    docs: &docs,
+                    truth: &truth,
+                    l1: l1.as_deref(),
+                    nn: nn_s.as_deref(),
+                    coding: &params.coding,
+                    // the daemon's DICTCLUST seed at this timestep
+                    dict_seed: params.seed ^ (t as u64).wrapping_mul(0xA24B_AED4_963E_E407),
+                    kmeans_seed: args.seed ^ 0x6b6d_6561_6e73_0000 ^ (t as u64 + 1),
+                };
+                let methods = evaluate_step(&input, tp);
+                let oracle = evaluate_oracle(&input, tp);
+                pb.inc(1);
+                Some(TopicStep {
+                    truly_novel: truth.iter().filter(|x| x.is_some()).count(),
+                    true_topics: groups.len(),
+                    methods,
+                    oracle,
+                    daemon: daemon_cost.take(),
+                })
+            }
+            _ => None,
+        };
         for (i, d) in ts.docs.iter().enumerate() {
             let sc: BTreeMap<&str, f64> = scores.iter().map(|(c, s)| (c.key(), s[i])).collect();
             let row = serde_json::json!({
@@ -716,11 +852,23 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
                 .filter(|(c, _)| columns.contains(c))
                 .map(|(c, r)| (c.key().to_string(), r))
                 .collect(),
+            topics: topic_step,
         });
     }
     pb.finish_and_clear();
 
     let mut summary = summarise(&results, &columns);
+    if let Some(tp) = &topic_params {
+        let steps: Vec<&TopicStep> = results.iter().filter_map(|r| r.topics.as_ref()).collect();
+        summary.topics = super::topics::summarise(&steps, tp.recall_levels.len());
+        summary.topics_oracle = super::topics::summarise_oracle(&steps);
+        let (mut top, mut all) = (0.0, 0.0);
+        for d in steps.iter().filter_map(|s| s.daemon.as_ref()) {
+            top += d.seconds_topics;
+            all += d.seconds_topics + d.seconds_rest;
+        }
+        summary.daemon_topic_seconds_share = (all > 0.0).then(|| top / all);
+    }
     summary.wall_seconds = secs(wall);
     let results = Results {
         version: 1,
@@ -736,6 +884,8 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
             "batch growth at timestep t": "seed ^ (0x9e3779b97f4a7c15 * (t + 1))",
             "lsh hyperplanes": args.seed,
             "sre subsample at timestep t": "seed ^ (t + 1)",
+            "DICTCLUST / NN-DICT at timestep t (the daemon's)": "params.seed ^ (t * 0xA24BAED4963EE407)",
+            "k-means at timestep t": "seed ^ 0x6b6d65616e730000 ^ (t + 1); run r: ^ ((r + 1) * 0x9e3779b97f4a7c15)",
         }),
         params,
         batch: batch_params,
@@ -744,9 +894,25 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
         methods,
         columns: columns.iter().map(|c| c.key().to_string()).collect(),
         threads: rayon::current_num_threads(),
+        topics: topic_params.clone(),
         timesteps: results,
         summary: summary.clone(),
-        notes: notes(args),
+        notes: {
+            let mut n = notes(args);
+            if topic_params.is_some() {
+                n.push(
+                    "Emerging topics: truth = the true new group of every truly novel non-empty \
+                     document; detected = non-empty documents whose rounded score is at least the \
+                     swept threshold (ties all in). DICTCLUST is the daemon's `dictclust` with the \
+                     detector's topic parameters and its seed at that timestep; both clusterers \
+                     run on the detected documents' own terms (exact: other rows stay zero). The \
+                     daemon-cost rows come from ℓ1-online's own `Model::step` (its threshold rule, \
+                     full vocabulary)."
+                        .to_string(),
+                );
+            }
+            n
+        },
     };
     let files = report::write_all(&args.out, &results, &dump)?;
     // the returned wall time includes writing the outputs
