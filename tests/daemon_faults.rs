@@ -7,15 +7,6 @@ mod harness;
 use harness::*;
 use std::time::Duration;
 
-fn s(d: &Dirs) -> String {
-    d.store().display().to_string()
-}
-
-fn stop(mut daemon: Daemon) -> i32 {
-    daemon.signal("TERM");
-    wait_child(&mut daemon.child, Duration::from_secs(60)).expect("exits")
-}
-
 #[test]
 fn kill_9_at_random_moments_loses_and_duplicates_nothing() {
     crash_cycles(20, 80, 60, 7);

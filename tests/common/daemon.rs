@@ -366,11 +366,13 @@ pub struct CrashReport {
     pub progress: usize,
 }
 
-fn s(d: &Dirs) -> String {
+/// The store directory as a string argument.
+pub fn s(d: &Dirs) -> String {
     d.store().display().to_string()
 }
 
-fn stop(mut daemon: Daemon) -> i32 {
+/// SIGTERM the daemon and wait for its exit code.
+pub fn stop(mut daemon: Daemon) -> i32 {
     daemon.signal("TERM");
     wait_child(&mut daemon.child, Duration::from_secs(60)).expect("exits")
 }
