@@ -84,6 +84,37 @@ fn main() {
         .filter_map(|l| l.split("written_kib=").nth(1))
         .filter_map(|r| r.split_whitespace().next()?.parse::<f64>().ok())
         .collect();
+    let store_s: Vec<f64> = log
+        .lines()
+        .filter_map(|l| l.split("store_seconds=").nth(1))
+        .filter_map(|r| {
+            r.split_whitespace()
+                .next()?
+                .trim_matches('"')
+                .parse::<f64>()
+                .ok()
+        })
+        .collect();
+    let total_s: Vec<f64> = log
+        .lines()
+        .filter(|l| l.contains("timestep committed"))
+        .filter_map(|l| l.split(" seconds=").nth(1))
+        .filter_map(|r| {
+            r.split_whitespace()
+                .next()?
+                .trim_matches('"')
+                .parse::<f64>()
+                .ok()
+        })
+        .collect();
+    if store_s.len() > 1 && store_s.len() == total_s.len() {
+        let st: f64 = store_s[1..].iter().sum();
+        let tt: f64 = total_s[1..].iter().sum();
+        println!(
+            "of the ingest time after the bootstrap, committing + flushing the store took {:.0} % ({st:.2} s of {tt:.2} s)",
+            100.0 * st / tt
+        );
+    }
     lat.sort_by(f64::total_cmp);
     let mean = lat.iter().sum::<f64>() / lat.len() as f64;
     println!(

@@ -32,7 +32,9 @@ pub enum Outcome {
         timestep: u64,
         stats: Box<StepStats>,
         commit: CommitStats,
+        /// Whole ingest, and the part spent committing + flushing the store.
         seconds: f64,
+        seconds_store: f64,
     },
     /// The same content was committed before (e.g. a crash after the flush, before the move).
     AlreadyCommitted { timestep: u64 },
@@ -185,14 +187,17 @@ impl Ingestor {
             },
             topics,
         };
+        let t_store = Instant::now();
         let commit = self.store.commit(&model, &write)?;
         self.store.flush()?;
+        let seconds_store = t_store.elapsed().as_secs_f64();
         self.model = model;
         Ok(Outcome::Committed {
             timestep,
             stats: Box::new(out.stats),
             commit,
             seconds: t0.elapsed().as_secs_f64(),
+            seconds_store,
         })
     }
 }

@@ -292,6 +292,7 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
                     stats,
                     commit,
                     seconds,
+                    seconds_store,
                 }) => {
                     tracing::info!(
                         file = %name,
@@ -302,6 +303,7 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
                         ceiling = format!("{:.3}", stats.ceiling_fraction),
                         written_kib = commit.bytes / 1024,
                         seconds = format!("{seconds:.3}"),
+                        store_seconds = format!("{seconds_store:.3}"),
                         "timestep committed"
                     );
                     if let Err(e) = move_into(&processed, &path) {
