@@ -28,6 +28,16 @@ fn vm_hwm_mib(pid: u32) -> f64 {
         / 1024.0
 }
 
+/// The numeric values of a `key=value` field (value possibly quoted) on the log lines that
+/// pass `keep`.
+fn field_values(log: &str, key: &str, keep: impl Fn(&str) -> bool) -> Vec<f64> {
+    log.lines()
+        .filter(|l| keep(l))
+        .filter_map(|l| l.split(key).nth(1))
+        .filter_map(|r| r.split_whitespace().next()?.trim_matches('"').parse().ok())
+        .collect()
+}
+
 fn main() {
     let mut a = std::env::args().skip(1);
     let batches: usize = a.next().map(|s| s.parse().unwrap()).unwrap_or(10);
@@ -79,34 +89,9 @@ fn main() {
     .unwrap();
     drop(daemon);
     let log = std::fs::read_to_string(d.log()).unwrap();
-    let written: Vec<f64> = log
-        .lines()
-        .filter_map(|l| l.split("written_kib=").nth(1))
-        .filter_map(|r| r.split_whitespace().next()?.parse::<f64>().ok())
-        .collect();
-    let store_s: Vec<f64> = log
-        .lines()
-        .filter_map(|l| l.split("store_seconds=").nth(1))
-        .filter_map(|r| {
-            r.split_whitespace()
-                .next()?
-                .trim_matches('"')
-                .parse::<f64>()
-                .ok()
-        })
-        .collect();
-    let total_s: Vec<f64> = log
-        .lines()
-        .filter(|l| l.contains("timestep committed"))
-        .filter_map(|l| l.split(" seconds=").nth(1))
-        .filter_map(|r| {
-            r.split_whitespace()
-                .next()?
-                .trim_matches('"')
-                .parse::<f64>()
-                .ok()
-        })
-        .collect();
+    let written = field_values(&log, "written_kib=", |_| true);
+    let store_s = field_values(&log, "store_seconds=", |_| true);
+    let total_s = field_values(&log, " seconds=", |l| l.contains("timestep committed"));
     if store_s.len() > 1 && store_s.len() == total_s.len() {
         let st: f64 = store_s[1..].iter().sum();
         let tt: f64 = total_s[1..].iter().sum();

@@ -326,10 +326,11 @@ impl Model {
         stats.seconds_coding = t1.elapsed().as_secs_f64();
         // Mass on terms never seen before this batch (known to the vocabulary, not to any past
         // timestep): optionally part of the score. The bootstrap batch has no past: 0.
+        let alpha = p.unseen_weight;
         let unseen: Vec<f64> = vectors
             .iter()
             .map(|v| {
-                if is_bootstrap {
+                if is_bootstrap || alpha == 0.0 {
                     return 0.0;
                 }
                 v.ids
@@ -340,7 +341,6 @@ impl Model {
                     .sum()
             })
             .collect();
-        let alpha = p.unseen_weight;
         let scores: Vec<f64> = codes
             .iter()
             .zip(&unseen)

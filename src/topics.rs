@@ -180,11 +180,8 @@ pub fn dictclust(
         let g = find(&mut root, atom);
         groups[g].extend(mem);
     }
-    for (q, a) in assignment.iter_mut().enumerate() {
-        if let Some(x) = a {
-            *a = Some(find(&mut root, *x as usize) as u32);
-        }
-        let _ = q;
+    for a in assignment.iter_mut().flatten() {
+        *a = find(&mut root, *a as usize) as u32;
     }
     let mut topics = Vec::new();
     for (atom, mem) in groups.iter_mut().enumerate() {
@@ -194,10 +191,7 @@ pub fn dictclust(
         mem.sort_by_key(|&(q, _)| q);
         // the topic's atom: the sum of its merged atoms
         let mut col = vec![0.0f32; m];
-        for (j, _) in (0..k1)
-            .map(|j| (j, ()))
-            .filter(|&(j, _)| find(&mut root, j) == atom)
-        {
+        for j in (0..k1).filter(|&j| find(&mut root, j) == atom) {
             for (c, &v) in col.iter_mut().zip(r.column(j).iter()) {
                 *c += v;
             }

@@ -82,14 +82,8 @@ pub fn init_atoms(
         } => {
             let cents = spherical_kmeans(docs, &cand, &chosen, m, *iterations);
             for (c, cent) in cents.iter().enumerate() {
-                let mut idx: Vec<usize> = (0..m).filter(|&i| cent[i] > 0.0).collect();
-                idx.sort_by(|&x, &y| cent[y].total_cmp(&cent[x]).then(x.cmp(&y)));
-                idx.truncate(*top_terms);
-                let s: f64 = idx.iter().map(|&i| cent[i]).sum();
-                if s > 0.0 {
-                    for &i in &idx {
-                        a[[i, c]] = (cent[i] / s) as f32;
-                    }
+                for (i, v) in top_terms_unit_l1(cent, *top_terms) {
+                    a[[i, c]] = v as f32;
                 }
             }
         }
@@ -98,6 +92,20 @@ pub fn init_atoms(
     let mut a64 = a.mapv(|v| v as f64);
     project_columns(&mut a64);
     a64.mapv(|v| v as f32)
+}
+
+/// A centroid cut to its `top` largest positive entries (ties by index) and scaled to unit ℓ1
+/// norm, as (term, weight) pairs; empty for a centroid with no positive entry.
+pub(crate) fn top_terms_unit_l1(cent: &[f64], top: usize) -> Vec<(usize, f64)> {
+    let mut idx: Vec<usize> = (0..cent.len()).filter(|&i| cent[i] > 0.0).collect();
+    idx.sort_by(|&x, &y| cent[y].total_cmp(&cent[x]).then(x.cmp(&y)));
+    idx.truncate(top);
+    let s: f64 = idx.iter().map(|&i| cent[i]).sum();
+    if s > 0.0 {
+        idx.into_iter().map(|i| (i, cent[i] / s)).collect()
+    } else {
+        Vec::new()
+    }
 }
 
 /// Farthest-first traversal in cosine similarity over the candidate documents.

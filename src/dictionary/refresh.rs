@@ -4,7 +4,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::bootstrap::spherical_kmeans;
+use super::bootstrap::{spherical_kmeans, top_terms_unit_l1};
 use crate::text::SparseDoc;
 
 /// Refreshing the least-used atoms each timestep (SPEC §4.8): the worst-explained documents of
@@ -62,16 +62,10 @@ pub fn refresh_atoms(
     victims.sort_by_key(|&j| (usage[j], last_used[j], j));
     victims.truncate(c);
     for (&v, cent) in victims.iter().zip(&cents) {
-        let mut idx: Vec<usize> = (0..m).filter(|&i| cent[i] > 0.0).collect();
-        idx.sort_by(|&x, &y| cent[y].total_cmp(&cent[x]).then(x.cmp(&y)));
-        idx.truncate(params.top_terms);
-        let s: f64 = idx.iter().map(|&i| cent[i]).sum();
         dict.column_mut(v).fill(0.0);
-        if s > 0.0 {
-            // f32 rounding could push the sum a hair over 1: scale by (1 − 1e-6)
-            for &i in &idx {
-                dict[[i, v]] = (cent[i] / s * (1.0 - 1e-6)) as f32;
-            }
+        // f32 rounding could push the sum a hair over 1: scale by (1 − 1e-6)
+        for (i, w) in top_terms_unit_l1(cent, params.top_terms) {
+            dict[[i, v]] = (w * (1.0 - 1e-6)) as f32;
         }
         last_used[v] = timestep;
     }
