@@ -65,6 +65,23 @@ pub struct Topic {
     pub representatives: Vec<usize>,
     /// Mean novelty score of its documents.
     pub mean_score: f64,
+    /// Emerging (new this timestep) or evolving (tracked from earlier timesteps). DICTCLUST
+    /// topics are always emerging.
+    pub kind: TopicKind,
+    /// Model-defined topic strength (share of the batch's weight it carries, in [0, 1]);
+    /// DICTCLUST: member share of the batch.
+    pub strength: f64,
+    /// Temporal profile (strength per timestep of the model's window, oldest first); empty
+    /// when the model keeps none.
+    pub profile: Vec<f32>,
+}
+
+/// Whether a topic is new or carried over from earlier timesteps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopicKind {
+    Emerging,
+    Evolving,
 }
 
 /// DICTCLUST over the documents at batch positions `novel` (vectors in `docs`, scores in
@@ -222,6 +239,9 @@ pub fn dictclust(
                 .map(|&(q, _)| novel[q])
                 .collect(),
             mean_score: mem.iter().map(|&(q, _)| scores[novel[q]]).sum::<f64>() / mem.len() as f64,
+            kind: TopicKind::Emerging,
+            strength: mem.len() as f64 / scores.len().max(1) as f64,
+            profile: Vec::new(),
         });
     }
     topics.sort_by(|a, b| {
