@@ -8,6 +8,8 @@
 
 #[path = "0001_timestep_index.rs"]
 mod m0001_timestep_index;
+#[path = "0002_model_kind_topic_fields.rs"]
+mod m0002_model_kind_topic_fields;
 
 /// One version step.
 pub struct Migration {
@@ -18,8 +20,15 @@ pub struct Migration {
 }
 
 /// Every migration, in order.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    from: 1,
-    name: "0001_timestep_index",
-    apply: m0001_timestep_index::apply,
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        from: 1,
+        name: "0001_timestep_index",
+        apply: m0001_timestep_index::apply,
+    },
+    Migration {
+        from: 2,
+        name: "0002_model_kind_topic_fields",
+        apply: m0002_model_kind_topic_fields::apply,
+    },
+];

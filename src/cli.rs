@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::params::Params;
+use crate::engine::{ModelKind, ModelParams};
 use crate::threshold::ThresholdRule;
 
 #[derive(Debug, Parser)]
@@ -61,7 +61,11 @@ pub struct StoreArg {
 /// match what it was created with.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ParamArgs {
-    /// TOML file with the full parameter set (see README); flags below override it.
+    /// Model of a new store: l1 (default), dnmf or ostc. Fixed when the store is created.
+    #[arg(long, value_enum)]
+    pub model: Option<ModelKind>,
+    /// TOML file with the model's full parameter set (`novad params --model M` prints one);
+    /// flags below override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Number of dictionary atoms.
@@ -86,42 +90,78 @@ pub struct ParamArgs {
 
 impl ParamArgs {
     /// The requested parameters, or `None` when nothing was requested (use the store's, or
-    /// the defaults for a new store).
-    pub fn resolve(&self) -> Result<Option<Params>, String> {
-        let any_flag = self.k.is_some()
-            || self.lambda.is_some()
-            || self.beta.is_some()
-            || self.threshold.is_some()
-            || self.max_terms.is_some()
-            || self.seed.is_some();
-        if self.config.is_none() && !any_flag {
+    /// the ℓ1 defaults for a new store).
+    pub fn resolve(&self) -> Result<Option<ModelParams>, String> {
+        let l1_flag = self.k.is_some() || self.lambda.is_some() || self.beta.is_some();
+        let any_flag =
+            l1_flag || self.threshold.is_some() || self.max_terms.is_some() || self.seed.is_some();
+        if self.model.is_none() && self.config.is_none() && !any_flag {
             return Ok(None);
         }
+        let kind = self.model.unwrap_or_default();
         let mut p = match &self.config {
             Some(path) => {
                 let s = std::fs::read_to_string(path)
                     .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                toml::from_str::<Params>(&s).map_err(|e| format!("{}: {e}", path.display()))?
+                ModelParams::from_toml(kind, &s).map_err(|e| format!("{}: {e}", path.display()))?
             }
-            None => Params::default(),
+            None => ModelParams::defaults(kind).map_err(|e| e.to_string())?,
         };
-        if let Some(v) = self.k {
-            p.k = v;
-        }
-        if let Some(v) = self.lambda {
-            p.coding.lambda = v;
-        }
-        if let Some(v) = self.beta {
-            p.oiadmm.beta = v;
-        }
-        if let Some(v) = self.max_terms {
-            p.text.max_terms = v;
-        }
-        if let Some(v) = self.seed {
-            p.seed = v;
-        }
-        if let Some(t) = &self.threshold {
-            p.threshold = parse_threshold(t)?;
+        match &mut p {
+            ModelParams::L1(p) => {
+                if let Some(v) = self.k {
+                    p.k = v;
+                }
+                if let Some(v) = self.lambda {
+                    p.coding.lambda = v;
+                }
+                if let Some(v) = self.beta {
+                    p.oiadmm.beta = v;
+                }
+                if let Some(v) = self.max_terms {
+                    p.text.max_terms = v;
+                }
+                if let Some(v) = self.seed {
+                    p.seed = v;
+                }
+                if let Some(t) = &self.threshold {
+                    p.threshold = parse_threshold(t)?;
+                }
+            }
+            #[allow(unreachable_patterns)]
+            other => {
+                if l1_flag {
+                    return Err(format!(
+                        "--k, --lambda and --beta apply to the l1 model only; set the {} parameters in a --config file (`novad params --model {}` prints them)",
+                        kind, kind
+                    ));
+                }
+                let mut v = other.to_json();
+                let mut set = |path: &[&str], val: serde_json::Value, flag: &str| {
+                    let mut node = &mut v;
+                    for key in &path[..path.len() - 1] {
+                        node = &mut node[*key];
+                    }
+                    match node.get_mut(path[path.len() - 1]) {
+                        Some(slot) => {
+                            *slot = val;
+                            Ok(())
+                        }
+                        None => Err(format!("{flag} does not apply to the {kind} model")),
+                    }
+                };
+                if let Some(x) = self.seed {
+                    set(&["seed"], x.into(), "--seed")?;
+                }
+                if let Some(x) = self.max_terms {
+                    set(&["text", "max_terms"], x.into(), "--max-terms")?;
+                }
+                if let Some(t) = &self.threshold {
+                    let rule = serde_json::to_value(parse_threshold(t)?).unwrap();
+                    set(&["threshold"], rule, "--threshold")?;
+                }
+                *other = ModelParams::from_json(kind, v)?;
+            }
         }
         p.validate().map_err(|e| e.to_string())?;
         Ok(Some(p))
@@ -245,7 +285,10 @@ pub enum Preset {
 
 #[derive(Debug, Args)]
 pub struct ParamsArgs {
-    /// Which parameter set.
+    /// Model whose parameters to print.
+    #[arg(long, value_enum, default_value = "l1", conflicts_with = "store")]
+    pub model: ModelKind,
+    /// Which parameter set (paper applies to the l1 model).
     #[arg(long, value_enum, default_value = "default", conflicts_with = "store")]
     pub preset: Preset,
     /// Print the parameters of this store instead.

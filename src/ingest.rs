@@ -6,8 +6,8 @@ use std::time::Instant;
 use thiserror::Error;
 
 use crate::batch::{parse_batch, BatchError, MAX_FILE_BYTES};
-use crate::detector::{EngineError, Model, StepStats};
-use crate::params::Params;
+use crate::detector::{EngineError, StepStats};
+use crate::engine::{Engine, ModelParams};
 use crate::store::schema::{FileRecord, TimestepRecord, VerdictRecord};
 use crate::store::{CommitStats, Store, StoreError, TimestepWrite};
 use crate::topics::{topic_key, TopicRecord};
@@ -46,16 +46,16 @@ pub enum Outcome {
 /// memory equals the model in the store.
 pub struct Ingestor {
     pub store: Store,
-    pub model: Model,
+    pub engine: Engine,
 }
 
 impl Ingestor {
-    /// Open the store in `dir` with its model (a new store gets `params` or the defaults; an
-    /// existing one must match `params` when they are given).
-    pub fn open(dir: &Path, params: Option<&Params>) -> Result<Ingestor, StoreError> {
+    /// Open the store in `dir` with its model (a new store gets `params` or the ℓ1 defaults;
+    /// an existing one must match `params`, kind included, when they are given).
+    pub fn open(dir: &Path, params: Option<&ModelParams>) -> Result<Ingestor, StoreError> {
         let mut store = Store::open(dir)?;
-        let model = store.model(params)?;
-        Ok(Ingestor { store, model })
+        let engine = store.engine(params)?;
+        Ok(Ingestor { store, engine })
     }
 
     /// Read and ingest a file.
@@ -101,7 +101,7 @@ impl Ingestor {
             }
         };
         let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
-        let (model, out) = match self.model.step(&texts) {
+        let (model, out) = match self.engine.step(&texts) {
             Ok(r) => r,
             Err(e @ EngineError::NonFinite(_)) | Err(e @ EngineError::Inconsistent(_)) => {
                 return Ok(Outcome::Rejected(format!(
@@ -112,7 +112,7 @@ impl Ingestor {
                 return Ok(Outcome::Rejected(format!("invalid parameters: {e}")))
             }
         };
-        let timestep = self.model.timestep();
+        let timestep = self.engine.timestep();
         let verdicts: Vec<VerdictRecord> = docs
             .iter()
             .zip(&out.verdicts)
@@ -161,6 +161,9 @@ impl Ingestor {
                         .map(|&j| docs[j].id.clone())
                         .collect(),
                     mean_score: t.mean_score,
+                    kind: t.kind,
+                    strength: t.strength,
+                    profile: t.profile.clone(),
                 };
                 (
                     topic_key(timestep, id as u32),
@@ -191,7 +194,7 @@ impl Ingestor {
         let commit = self.store.commit(&model, &write)?;
         self.store.flush()?;
         let seconds_store = t_store.elapsed().as_secs_f64();
-        self.model = model;
+        self.engine = model;
         Ok(Outcome::Committed {
             timestep,
             stats: Box::new(out.stats),

@@ -160,10 +160,12 @@ fn dispatch(cli: Cli) -> Result<()> {
                         let terms: Vec<&str> = t.terms.iter().map(|x| x.0.as_str()).collect();
                         writeln!(
                             out,
-                            "step {:>4} topic {:>3} {:>5} docs  score {:.3}  {}",
+                            "step {:>4} topic {:>3} {:<8} {:>5} docs  strength {:.3}  score {:.3}  {}",
                             t.timestep,
                             t.id,
+                            query::kind_name(t.kind),
                             t.size,
+                            t.strength,
                             t.mean_score,
                             terms.join(" ")
                         )?;
@@ -210,19 +212,25 @@ fn dispatch(cli: Cli) -> Result<()> {
             writeln!(out, "wall time: {:.1} s", s.summary.wall_seconds)?;
         }
         Command::Params(a) => {
-            let p = match (&a.store, a.preset) {
-                (Some(dir), _) => open_existing(dir)?.params()?.ok_or_else(|| {
+            use novad::engine::{ModelKind, ModelParams};
+            let p = match (&a.store, a.model, a.preset) {
+                (Some(dir), _, _) => open_existing(dir)?.model_params()?.ok_or_else(|| {
                     anyhow::anyhow!("store {} has no parameters yet", dir.display())
                 })?,
-                (None, novad::cli::Preset::Default) => novad::Params::default(),
-                (None, novad::cli::Preset::Paper) => novad::Params::paper(),
+                (None, ModelKind::L1, novad::cli::Preset::Paper) => {
+                    ModelParams::L1(novad::Params::paper())
+                }
+                (None, kind, novad::cli::Preset::Default) => ModelParams::defaults(kind)?,
+                (None, kind, novad::cli::Preset::Paper) => {
+                    bail!("--preset paper applies to the l1 model only (not {kind})")
+                }
             };
-            write!(out, "{}", toml::to_string(&p)?)?;
+            write!(out, "{}", p.to_toml())?;
         }
         Command::Digest(a) => {
             let mut store = open_existing(&a.store)?;
-            let model = store.model(None)?;
-            writeln!(out, "{}", blake3::hash(&model.to_bytes()).to_hex())?;
+            let engine = store.engine(None)?;
+            writeln!(out, "{}", blake3::hash(&engine.to_bytes()).to_hex())?;
         }
         Command::Import(a) => {
             let n = snapshot::import(&a.store.store, &a.file)?;
@@ -239,7 +247,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                     r => break r?,
                 }
             };
-            store.model(None)?;
+            store.engine(None)?;
             writeln!(out, "imported {n} records into {}", a.store.store.display())?;
         }
     }

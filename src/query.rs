@@ -10,7 +10,6 @@ use crate::store::schema::{
     verdict_time_prefix, StateMeta, TimestepRecord, VerdictRecord, FILES, KEY_FORMAT, KEY_PARAMS,
     KEY_STATE, META, TIMESTEPS, VERDICTS,
 };
-use crate::Params;
 
 /// Which verdicts to return. Times are Unix milliseconds; `until` is exclusive.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -71,7 +70,11 @@ pub fn verdicts(db: &sled::Db, f: &VerdictFilter) -> Result<Vec<VerdictRecord>, 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Status {
     pub format_version: u32,
-    pub params: Option<Params>,
+    /// The model the store runs.
+    #[serde(default)]
+    pub model: crate::engine::ModelKind,
+    /// Its parameters (the JSON image of the model's parameter set).
+    pub params: Option<serde_json::Value>,
     pub state: Option<StateMeta>,
     pub verdicts: usize,
     pub files: usize,
@@ -94,10 +97,19 @@ pub fn status(db: &sled::Db, n_recent: usize) -> Result<Status, String> {
         .map_err(e)?
         .and_then(|v| postcard::from_bytes(&v).ok())
         .unwrap_or(0);
-    let params = meta
-        .get(KEY_PARAMS)
-        .map_err(e)?
-        .and_then(|v| postcard::from_bytes(&v).ok());
+    let model: crate::engine::ModelKind =
+        match meta.get(crate::store::schema::KEY_MODEL).map_err(e)? {
+            None => Default::default(),
+            Some(v) => postcard::from_bytes(&v).map_err(|e| format!("corrupt model kind: {e}"))?,
+        };
+    let params = match meta.get(KEY_PARAMS).map_err(e)? {
+        None => None,
+        Some(v) => Some(
+            crate::engine::ModelParams::from_bytes(model, &v)
+                .map_err(|e| format!("corrupt parameters: {e}"))?
+                .to_json(),
+        ),
+    };
     let state = meta
         .get(KEY_STATE)
         .map_err(e)?
@@ -116,6 +128,7 @@ pub fn status(db: &sled::Db, n_recent: usize) -> Result<Status, String> {
     }
     Ok(Status {
         format_version,
+        model,
         params,
         state,
         topics,
@@ -238,6 +251,7 @@ pub fn write_verdicts(
 /// Print a status summary for people.
 pub fn write_status(out: &mut dyn Write, s: &Status) -> std::io::Result<()> {
     writeln!(out, "store format     {}", s.format_version)?;
+    writeln!(out, "model            {}", s.model)?;
     match s.daemon_pid {
         Some(p) => writeln!(out, "daemon           running (pid {p})")?,
         None => writeln!(out, "daemon           not running")?,
@@ -266,14 +280,15 @@ pub fn write_status(out: &mut dyn Write, s: &Status) -> std::io::Result<()> {
         )?;
     }
     if !s.topics.is_empty() {
-        writeln!(out, "\nlatest emerging topics (newest first):")?;
+        writeln!(out, "\nlatest topics (newest first):")?;
         for t in &s.topics {
             let terms: Vec<&str> = t.terms.iter().take(8).map(|x| x.0.as_str()).collect();
             writeln!(
                 out,
-                "  step {:>4} topic {:>2} {:>4} docs  {}",
+                "  step {:>4} topic {:>3} {:<8} {:>4} docs  {}",
                 t.timestep,
                 t.id,
+                kind_name(t.kind),
                 t.size,
                 terms.join(" ")
             )?;
@@ -305,4 +320,12 @@ pub fn write_status(out: &mut dyn Write, s: &Status) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Display name of a topic kind.
+pub fn kind_name(k: crate::topics::TopicKind) -> &'static str {
+    match k {
+        crate::topics::TopicKind::Emerging => "emerging",
+        crate::topics::TopicKind::Evolving => "evolving",
+    }
 }

@@ -300,6 +300,12 @@ pub struct TopicRecord {
     /// Most representative documents (doc ids), strongest first.
     pub docs: Vec<String>,
     pub mean_score: f64,
+    /// Emerging or evolving (format ≥ 3; older records are migrated as emerging).
+    pub kind: TopicKind,
+    /// See [`Topic::strength`].
+    pub strength: f64,
+    /// See [`Topic::profile`].
+    pub profile: Vec<f32>,
 }
 
 /// Topic key: timestep then topic id (big-endian).

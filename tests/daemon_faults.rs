@@ -230,7 +230,7 @@ fn a_store_from_a_newer_novad_is_refused_naming_both_versions() {
         assert!(!o.status.success());
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
-            err.contains("newer") && err.contains("format 99") && err.contains("format 2"),
+            err.contains("newer") && err.contains("format 99") && err.contains("format 3"),
             "{err}"
         );
     }
@@ -285,7 +285,7 @@ fn a_format_1_fixture_store_is_backed_up_and_migrated() {
         "10",
     ]))
     .unwrap();
-    assert_eq!(st["format_version"], 2);
+    assert_eq!(st["format_version"], 3);
     let recent = st["recent"].as_array().unwrap();
     assert_eq!(recent.len(), 3, "timestep records rebuilt");
     for r in recent {
@@ -312,4 +312,83 @@ fn a_format_1_fixture_store_is_backed_up_and_migrated() {
         &d.store().join(&backups[0]).display().to_string(),
     ]);
     assert_eq!(novad_ok(&["digest", "--store", &s2]), before);
+}
+
+#[test]
+fn a_format_2_store_gets_its_model_kind_and_topic_fields_by_migration() {
+    let d = Dirs::new();
+    make_store(&d, 2);
+    let digest = novad_ok(&["digest", "--store", &s(&d)]);
+    // turn it into a format-2 store: topic records without kind/strength/profile (two on
+    // timestep 1 of 50 documents, one on a timestep without a record), no model key
+    let planted: Vec<(u64, u32, u32)> = vec![(1, 0, 7), (1, 1, 3), (9, 0, 4)];
+    {
+        let db = sled::Config::new()
+            .path(d.store().join("db"))
+            .flush_every_ms(None)
+            .open()
+            .unwrap();
+        let topics = db.open_tree("topics").unwrap();
+        topics.clear().unwrap();
+        for &(step, id, size) in &planted {
+            let v2 = postcard::to_stdvec(&(
+                step,
+                id,
+                1_780_000_000_000i64 + step as i64,
+                size,
+                vec![("alpha".to_string(), 0.5f32), ("beta".to_string(), 0.25f32)],
+                vec![format!("doc-{step}-{id}")],
+                0.625f64,
+            ))
+            .unwrap();
+            topics
+                .insert(novad::topics::topic_key(step, id), v2)
+                .unwrap();
+        }
+        let meta = db.open_tree("meta").unwrap();
+        assert!(
+            meta.remove("model").unwrap().is_some(),
+            "format 3 names the model"
+        );
+        meta.insert("format_version", postcard::to_stdvec(&2u32).unwrap())
+            .unwrap();
+        db.flush().unwrap();
+    }
+    let after: Vec<serde_json::Value> =
+        novad_ok(&["topics", "--store", &s(&d), "--format", "jsonl"])
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    assert_eq!(after.len(), planted.len());
+    for (a, &(step, id, size)) in after.iter().zip(&planted) {
+        assert_eq!(a["timestep"], step);
+        assert_eq!(a["id"], id);
+        assert_eq!(a["size"], size);
+        assert_eq!(a["mean_score"], 0.625);
+        assert_eq!(a["terms"][0][0], "alpha");
+        assert_eq!(a["docs"][0], format!("doc-{step}-{id}"));
+        assert_eq!(a["kind"], "emerging");
+        let want = if step == 1 { size as f64 / 50.0 } else { 0.0 };
+        assert!(
+            (a["strength"].as_f64().unwrap() - want).abs() < 1e-12,
+            "{a}"
+        );
+        assert_eq!(a["profile"].as_array().unwrap().len(), 0);
+    }
+    let st: serde_json::Value = serde_json::from_str(&novad_ok(&[
+        "status",
+        "--store",
+        &s(&d),
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(st["format_version"], 3);
+    assert_eq!(st["model"], "l1");
+    assert_eq!(novad_ok(&["digest", "--store", &s(&d)]), digest);
+    let backups = files_in(&d.store())
+        .into_iter()
+        .filter(|f| f.starts_with("backup-format-2-"))
+        .count();
+    assert_eq!(backups, 1);
 }

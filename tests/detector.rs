@@ -277,7 +277,7 @@ fn adaptive_size_injects_topics_and_retires_unused_atoms_and_round_trips_through
     });
     let mut r = rng(21);
     let dir = tempfile::tempdir().unwrap();
-    let mut ing = novad::ingest::Ingestor::open(dir.path(), Some(&params)).unwrap();
+    let mut ing = novad::ingest::Ingestor::open(dir.path(), Some(&params.clone().into())).unwrap();
     let mut ks = Vec::new();
     for t in 0..8 {
         let docs: Vec<String> = (0..120)
@@ -300,7 +300,7 @@ fn adaptive_size_injects_topics_and_retires_unused_atoms_and_round_trips_through
             novad::ingest::Outcome::Committed { .. } => {}
             o => panic!("{o:?}"),
         }
-        let m = &ing.model;
+        let m = ing.engine.as_l1().unwrap();
         assert!(
             novad::dictionary::in_dictionary_set(m.dictionary(), 1e-5),
             "step {t}"
@@ -315,9 +315,9 @@ fn adaptive_size_injects_topics_and_retires_unused_atoms_and_round_trips_through
     );
     assert!(ks.iter().all(|&k| (5..=60).contains(&k)));
     // the store holds exactly the model in memory
-    let digest = novad::Model::to_bytes(&ing.model);
+    let digest = ing.engine.to_bytes();
     drop(ing);
     std::thread::sleep(std::time::Duration::from_millis(200));
     let back = novad::ingest::Ingestor::open(dir.path(), None).unwrap();
-    assert_eq!(back.model.to_bytes(), digest);
+    assert_eq!(back.engine.to_bytes(), digest);
 }

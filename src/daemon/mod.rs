@@ -19,8 +19,8 @@ use std::time::{Duration, Instant, SystemTime};
 use notify::{RecursiveMode, Watcher};
 use thiserror::Error;
 
+use crate::engine::ModelParams;
 use crate::ingest::{IngestError, Ingestor, Outcome};
-use crate::params::Params;
 use crate::store::StoreError;
 
 pub const PROCESSED: &str = "processed";
@@ -31,7 +31,7 @@ pub struct RunConfig {
     pub inbox: PathBuf,
     pub store: PathBuf,
     /// Parameters for a new store (an existing store must match them when given).
-    pub params: Option<Params>,
+    pub params: Option<ModelParams>,
     /// How long a file's size and mtime must be stable before it is taken.
     pub settle: Duration,
     /// Longest wait between inbox scans.
@@ -190,7 +190,7 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
     tracing::info!(
         inbox = %cfg.inbox.display(),
         store = %cfg.store.display(),
-        timestep = ing.model.timestep(),
+        timestep = ing.engine.timestep(),
         api = %sock.display(),
         "novad running"
     );
@@ -348,7 +348,7 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
             note(ev);
         }
     }
-    tracing::info!(timestep = ing.model.timestep(), "shutting down");
+    tracing::info!(timestep = ing.engine.timestep(), "shutting down");
     drop(ing);
     let _ = std::fs::remove_file(&sock);
     Ok(())

@@ -25,6 +25,8 @@ use sled::Transactional;
 use thiserror::Error;
 
 use crate::detector::{EngineError, Model, ModelParts};
+use crate::engine::ModelKind;
+use crate::engine::{Engine, ModelParams, PartsModel};
 use crate::params::Params;
 use crate::text::Vocabulary;
 use crate::threshold::ScoreHistory;
@@ -212,24 +214,52 @@ impl Store {
         }
     }
 
+    /// The model kind the store was created for (ℓ1 for a store from before format 3 or a new
+    /// store).
+    pub fn kind(&self) -> Result<ModelKind> {
+        match self.tree(META).get(KEY_MODEL).map_err(|e| self.sled(e))? {
+            None => Ok(ModelKind::L1),
+            Some(v) => postcard::from_bytes(&v).map_err(|e| self.corrupt("model kind", e)),
+        }
+    }
+
     /// The parameters the store was created with (None for a new store).
-    pub fn params(&self) -> Result<Option<Params>> {
+    pub fn model_params(&self) -> Result<Option<ModelParams>> {
+        let kind = self.kind()?;
         match self.tree(META).get(KEY_PARAMS).map_err(|e| self.sled(e))? {
             None => Ok(None),
-            Some(v) => postcard::from_bytes(&v)
+            Some(v) => ModelParams::from_bytes(kind, &v)
                 .map(Some)
                 .map_err(|e| self.corrupt("parameters", e)),
         }
     }
 
-    /// Open the model: the stored one, or a new one from `requested` (or defaults) for a new
-    /// store. When `requested` is given for an existing store, it must equal the stored
-    /// parameters; the differing fields are named otherwise.
-    pub fn model(&mut self, requested: Option<&Params>) -> Result<Model> {
-        match self.params()? {
+    /// The ℓ1 parameters the store was created with (None for a new store or another model).
+    pub fn params(&self) -> Result<Option<Params>> {
+        Ok(match self.model_params()? {
+            Some(ModelParams::L1(p)) => Some(p),
+            _ => None,
+        })
+    }
+
+    /// Open the model: the stored one, or a new one from `requested` (or the ℓ1 defaults) for
+    /// a new store. When `requested` is given for an existing store, it must be of the same
+    /// kind and equal the stored parameters; the differing fields are named otherwise.
+    pub fn engine(&mut self, requested: Option<&ModelParams>) -> Result<Engine> {
+        match self.model_params()? {
             Some(stored) => {
                 if let Some(req) = requested {
-                    let diff = param_diff(&stored, req);
+                    if req.kind() != stored.kind() {
+                        return Err(StoreError::Conflict {
+                            dir: self.dir_string(),
+                            fields: format!(
+                                "model (store: {}, requested: {})",
+                                stored.kind(),
+                                req.kind()
+                            ),
+                        });
+                    }
+                    let diff = json_diff(&stored.to_json(), &req.to_json());
                     if !diff.is_empty() {
                         return Err(StoreError::Conflict {
                             dir: self.dir_string(),
@@ -237,30 +267,90 @@ impl Store {
                         });
                     }
                 }
-                self.load_model(stored)
+                self.load_engine(stored)
             }
             None => {
-                let params = requested.cloned().unwrap_or_default();
-                let model = Model::new(params.clone()).map_err(|e| StoreError::Model {
+                let params = match requested {
+                    Some(p) => p.clone(),
+                    None => ModelParams::L1(Params::default()),
+                };
+                let engine = Engine::new(params.clone()).map_err(|e| StoreError::Model {
                     dir: self.dir_string(),
                     source: e.into(),
                 })?;
                 let meta = self.tree(META).clone();
-                meta.insert(KEY_PARAMS, postcard::to_stdvec(&params).unwrap())
-                    .map_err(|e| self.sled(e))?;
+                // params and kind in one batch: a crash leaves both or neither
+                let mut b = sled::Batch::default();
+                b.insert(KEY_MODEL, postcard::to_stdvec(&params.kind()).unwrap());
+                b.insert(KEY_PARAMS, params.to_bytes());
+                meta.apply_batch(b).map_err(|e| self.sled(e))?;
                 self.flush()?;
-                Ok(model)
+                Ok(engine)
             }
         }
     }
 
+    /// The stored ℓ1 model (or a new one) — [`Store::engine`] for callers that only handle ℓ1.
+    pub fn model(&mut self, requested: Option<&Params>) -> Result<Model> {
+        let req = requested.map(|p| ModelParams::L1(p.clone()));
+        match self.engine(req.as_ref())? {
+            Engine::L1(m) => Ok(*m),
+            #[allow(unreachable_patterns)]
+            other => Err(StoreError::Conflict {
+                dir: self.dir_string(),
+                fields: format!("model (store: {}, requested: l1)", other.kind()),
+            }),
+        }
+    }
+
+    fn state_meta(&self) -> Result<Option<StateMeta>> {
+        match self.tree(META).get(KEY_STATE).map_err(|e| self.sled(e))? {
+            None => Ok(None),
+            Some(v) => Ok(Some(
+                postcard::from_bytes(&v).map_err(|e| self.corrupt("state", e))?,
+            )),
+        }
+    }
+
+    fn load_engine(&mut self, params: ModelParams) -> Result<Engine> {
+        match params {
+            ModelParams::L1(p) => Ok(Engine::L1(Box::new(self.load_model(p)?))),
+        }
+    }
+
+    /// Load a [`PartsModel`] from the `parts` tree (a new one when no timestep was committed).
+    #[allow(dead_code)]
+    fn load_parts<M: PartsModel>(&mut self, params: M::Params) -> Result<M> {
+        let model_err = |store: &Store, source: EngineError| StoreError::Model {
+            dir: store.dir_string(),
+            source,
+        };
+        if self.state_meta()?.is_none() {
+            return M::create(params).map_err(|e| model_err(self, e.into()));
+        }
+        let mut cache = HashMap::new();
+        let mut chunks = Vec::new();
+        for kv in self.tree(PARTS).iter() {
+            let (k, v) = kv.map_err(|e| self.sled(e))?;
+            cache.insert((PARTS_TREE, k.to_vec()), blake3::hash(&v));
+            chunks.push((k.to_vec(), v.to_vec()));
+        }
+        let parts =
+            parts_from_chunks(chunks.into_iter()).map_err(|e| self.corrupt("model state", e))?;
+        let model = M::from_state_parts(params, &parts).map_err(|e| model_err(self, e))?;
+        let meta = self.tree(META).clone();
+        for key in [KEY_PARAMS, KEY_STATE, KEY_MODEL] {
+            if let Some(v) = meta.get(key).map_err(|e| self.sled(e))? {
+                cache.insert((0, key.to_vec()), blake3::hash(&v));
+            }
+        }
+        self.cache = cache;
+        Ok(model)
+    }
+
     fn load_model(&mut self, params: Params) -> Result<Model> {
         let meta = self.tree(META).clone();
-        let state: Option<StateMeta> = match meta.get(KEY_STATE).map_err(|e| self.sled(e))? {
-            None => None,
-            Some(v) => Some(postcard::from_bytes(&v).map_err(|e| self.corrupt("state", e))?),
-        };
-        let Some(state) = state else {
+        let Some(state) = self.state_meta()? else {
             // parameters written, no timestep committed yet
             return Model::new(params).map_err(|e| StoreError::Model {
                 dir: self.dir_string(),
@@ -311,7 +401,7 @@ impl Store {
             .map_err(|e| self.corrupt("dictionary", e))?;
         let delta = delta_from_chunks(m, state.delta_cols as usize, delta_chunks.into_iter())
             .map_err(|e| self.corrupt("Δ", e))?;
-        for key in [KEY_PARAMS, KEY_STATE, KEY_HISTORY, KEY_ATOM_AGE] {
+        for key in [KEY_PARAMS, KEY_STATE, KEY_HISTORY, KEY_ATOM_AGE, KEY_MODEL] {
             if let Some(v) = meta.get(key).map_err(|e| self.sled(e))? {
                 cache.insert((0, key.to_vec()), blake3::hash(&v));
             }
@@ -346,54 +436,18 @@ impl Store {
 
     /// Commit one timestep atomically: the new model state (changed chunks only) and the
     /// timestep's records. Not durable until [`Store::flush`].
-    pub fn commit(&mut self, model: &Model, write: &TimestepWrite) -> Result<CommitStats> {
+    pub fn commit(&mut self, engine: &Engine, write: &TimestepWrite) -> Result<CommitStats> {
         let now = write.record.committed_at;
         // 1. The state as (tree, key) → bytes.
-        let mut state: Vec<(ChunkKey, Vec<u8>)> = Vec::new();
-        let p = model.params();
-        let meta_state = StateMeta {
-            timestep: model.timestep(),
-            bootstrapped: model.is_bootstrapped(),
-            terms: model.vocab().len() as u64,
-            atoms: model.dictionary().ncols() as u64,
-            delta_cols: model.delta().ncols() as u64,
-            docs_seen: model.vocab().docs_seen(),
-            max_terms: model.vocab().max_terms() as u64,
-            committed_at: now,
-        };
-        state.push(((0, KEY_PARAMS.to_vec()), postcard::to_stdvec(p).unwrap()));
-        state.push((
-            (0, KEY_STATE.to_vec()),
-            postcard::to_stdvec(&meta_state).unwrap(),
-        ));
-        state.push((
-            (0, KEY_HISTORY.to_vec()),
-            postcard::to_stdvec(model.history()).unwrap(),
-        ));
-        state.push((
-            (0, KEY_ATOM_AGE.to_vec()),
-            postcard::to_stdvec(model.atom_last_used()).unwrap(),
-        ));
-        let entries: Vec<(&str, u64, u64)> = model.vocab().entries().collect();
-        for (c, chunk) in entries.chunks(VOCAB_CHUNK).enumerate() {
-            let v: Vec<TermEntry> = chunk
-                .iter()
-                .map(|&(t, d, l)| TermEntry {
-                    term: t.to_string(),
-                    df: d,
-                    last_seen: l,
-                })
-                .collect();
-            state.push((
-                (1, u32_key(c as u32).to_vec()),
-                postcard::to_stdvec(&v).unwrap(),
-            ));
-        }
-        for (c, bytes) in dict_chunks(model.dictionary()) {
-            state.push(((2, u32_key(c).to_vec()), bytes));
-        }
-        for (c, bytes) in delta_chunks(model.delta()) {
-            state.push(((3, u32_key(c).to_vec()), bytes));
+        let mut state: Vec<(ChunkKey, Vec<u8>)> = vec![
+            (
+                (0, KEY_MODEL.to_vec()),
+                postcard::to_stdvec(&engine.kind()).unwrap(),
+            ),
+            ((0, KEY_PARAMS.to_vec()), engine.params().to_bytes()),
+        ];
+        match engine {
+            Engine::L1(model) => l1_state(model, now, &mut state),
         }
         // 2. Diff against what is stored.
         let mut ops: Vec<(usize, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
@@ -509,6 +563,14 @@ pub fn dir_size(dir: &Path) -> u64 {
 
 /// Dotted names of the parameter fields that differ between `a` and `b`.
 pub fn param_diff(a: &Params, b: &Params) -> Vec<String> {
+    json_diff(
+        &serde_json::to_value(a).unwrap(),
+        &serde_json::to_value(b).unwrap(),
+    )
+}
+
+/// Dotted names of the fields that differ between two JSON images of a parameter set.
+pub fn json_diff(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
     fn walk(prefix: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
         use serde_json::Value::Object;
         match (a, b) {
@@ -531,11 +593,80 @@ pub fn param_diff(a: &Params, b: &Params) -> Vec<String> {
         }
     }
     let mut out = Vec::new();
-    walk(
-        "",
-        &serde_json::to_value(a).unwrap(),
-        &serde_json::to_value(b).unwrap(),
-        &mut out,
-    );
+    walk("", a, b, &mut out);
     out
+}
+
+/// The ℓ1 model's state chunks (vocabulary, Â, Δ trees and its meta keys).
+fn l1_state(model: &Model, now: i64, state: &mut Vec<(ChunkKey, Vec<u8>)>) {
+    let meta_state = StateMeta {
+        timestep: model.timestep(),
+        bootstrapped: model.is_bootstrapped(),
+        terms: model.vocab().len() as u64,
+        atoms: model.dictionary().ncols() as u64,
+        delta_cols: model.delta().ncols() as u64,
+        docs_seen: model.vocab().docs_seen(),
+        max_terms: model.vocab().max_terms() as u64,
+        committed_at: now,
+    };
+    state.push((
+        (0, KEY_STATE.to_vec()),
+        postcard::to_stdvec(&meta_state).unwrap(),
+    ));
+    state.push((
+        (0, KEY_HISTORY.to_vec()),
+        postcard::to_stdvec(model.history()).unwrap(),
+    ));
+    state.push((
+        (0, KEY_ATOM_AGE.to_vec()),
+        postcard::to_stdvec(model.atom_last_used()).unwrap(),
+    ));
+    let entries: Vec<(&str, u64, u64)> = model.vocab().entries().collect();
+    for (c, chunk) in entries.chunks(VOCAB_CHUNK).enumerate() {
+        let v: Vec<TermEntry> = chunk
+            .iter()
+            .map(|&(t, d, l)| TermEntry {
+                term: t.to_string(),
+                df: d,
+                last_seen: l,
+            })
+            .collect();
+        state.push((
+            (1, u32_key(c as u32).to_vec()),
+            postcard::to_stdvec(&v).unwrap(),
+        ));
+    }
+    for (c, bytes) in dict_chunks(model.dictionary()) {
+        state.push(((2, u32_key(c).to_vec()), bytes));
+    }
+    for (c, bytes) in delta_chunks(model.delta()) {
+        state.push(((3, u32_key(c).to_vec()), bytes));
+    }
+}
+
+/// A [`PartsModel`]'s state chunks (the `parts` tree and `meta/state`).
+#[allow(dead_code)]
+fn parts_state<M: PartsModel>(
+    model: &M,
+    atoms: u64,
+    now: i64,
+    state: &mut Vec<(ChunkKey, Vec<u8>)>,
+) {
+    let meta_state = StateMeta {
+        timestep: model.timestep(),
+        bootstrapped: model.timestep() > 0,
+        terms: model.vocab().len() as u64,
+        atoms,
+        delta_cols: 0,
+        docs_seen: model.vocab().docs_seen(),
+        max_terms: model.vocab().max_terms() as u64,
+        committed_at: now,
+    };
+    state.push((
+        (0, KEY_STATE.to_vec()),
+        postcard::to_stdvec(&meta_state).unwrap(),
+    ));
+    for (k, v) in part_chunks(&model.state_parts()) {
+        state.push(((PARTS_TREE, k), v));
+    }
 }

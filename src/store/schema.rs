@@ -10,7 +10,7 @@ use crate::dictionary::Multiplier;
 
 /// Current store format version. Bumped by every layout change, with a migration in
 /// `migrations/`.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 pub const META: &str = "meta";
 pub const VOCAB: &str = "vocab";
@@ -20,17 +20,28 @@ pub const VERDICTS: &str = "verdicts";
 pub const FILES: &str = "files";
 pub const TIMESTEPS: &str = "timesteps";
 pub const TOPICS: &str = "topics";
+/// State of a [`crate::engine::PartsModel`] (every model but ℓ1): chunks keyed by
+/// `part name, 0x00, chunk index (u32 BE)`.
+pub const PARTS: &str = "parts";
 
 /// Trees holding the model state (rewritten chunk by chunk), in a fixed order.
 pub const STATE_TREES: [&str; 4] = [META, VOCAB, DICT, DELTA];
 /// Every tree of the current format, in transaction order.
-pub const ALL_TREES: [&str; 8] = [META, VOCAB, DICT, DELTA, VERDICTS, FILES, TIMESTEPS, TOPICS];
+pub const ALL_TREES: [&str; 9] = [
+    META, VOCAB, DICT, DELTA, VERDICTS, FILES, TIMESTEPS, TOPICS, PARTS,
+];
+/// Index of [`PARTS`] in [`ALL_TREES`].
+pub const PARTS_TREE: usize = 8;
 
 pub const KEY_FORMAT: &[u8] = b"format_version";
 pub const KEY_PARAMS: &[u8] = b"params";
 pub const KEY_STATE: &[u8] = b"state";
 pub const KEY_HISTORY: &[u8] = b"history";
 pub const KEY_ATOM_AGE: &[u8] = b"atom_last_used";
+/// The store's [`crate::engine::ModelKind`] (format ≥ 3; absent in older stores = ℓ1).
+pub const KEY_MODEL: &[u8] = b"model";
+/// Bytes of a part chunk.
+pub const PART_CHUNK_BYTES: usize = 4096;
 
 /// Terms per vocabulary chunk.
 pub const VOCAB_CHUNK: usize = 256;
@@ -214,4 +225,93 @@ pub struct TermEntry {
     pub term: String,
     pub df: u64,
     pub last_seen: u64,
+}
+
+/// Chunks of named state parts: key = name, 0x00, chunk index (u32 BE); each value at most
+/// [`PART_CHUNK_BYTES`]. An empty part is stored as one empty chunk, so it reads back.
+pub fn part_chunks(parts: &[(String, Vec<u8>)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (name, bytes) in parts {
+        assert!(!name.as_bytes().contains(&0), "part names contain no NUL");
+        let mut push = |i: usize, chunk: &[u8]| {
+            let mut k = name.as_bytes().to_vec();
+            k.push(0);
+            k.extend_from_slice(&u32_key(i as u32));
+            out.push((k, chunk.to_vec()));
+        };
+        if bytes.is_empty() {
+            push(0, &[]);
+        }
+        for (i, c) in bytes.chunks(PART_CHUNK_BYTES).enumerate() {
+            push(i, c);
+        }
+    }
+    out
+}
+
+/// Reassemble parts from their chunks (in key order, as sled iterates). Every part's chunk
+/// indices must run 0, 1, 2, … without a gap.
+pub fn parts_from_chunks(
+    chunks: impl Iterator<Item = (Vec<u8>, Vec<u8>)>,
+) -> Result<std::collections::BTreeMap<String, Vec<u8>>, String> {
+    let mut out: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
+    let mut next: std::collections::BTreeMap<String, u32> = Default::default();
+    for (k, v) in chunks {
+        let cut = k
+            .iter()
+            .position(|&b| b == 0)
+            .filter(|&p| k.len() == p + 5)
+            .ok_or_else(|| format!("bad part chunk key {k:02x?}"))?;
+        let name = String::from_utf8(k[..cut].to_vec())
+            .map_err(|_| format!("part name is not UTF-8: {:02x?}", &k[..cut]))?;
+        let idx = u32::from_be_bytes([k[cut + 1], k[cut + 2], k[cut + 3], k[cut + 4]]);
+        let want = next.entry(name.clone()).or_insert(0);
+        if idx != *want {
+            return Err(format!(
+                "part `{name}`: chunk {idx} where {want} was expected"
+            ));
+        }
+        *want += 1;
+        out.entry(name).or_default().extend_from_slice(&v);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_round_trip_through_chunks_of_at_most_4_kib() {
+        let parts: Vec<(String, Vec<u8>)> = vec![
+            ("a".into(), vec![]),
+            ("b".into(), (0..PART_CHUNK_BYTES).map(|i| i as u8).collect()),
+            (
+                "c".into(),
+                (0..3 * PART_CHUNK_BYTES + 7)
+                    .map(|i| (i * 7) as u8)
+                    .collect(),
+            ),
+            ("window/00000003".into(), vec![1, 2, 3]),
+        ];
+        let mut chunks = part_chunks(&parts);
+        assert!(chunks.iter().all(|(_, v)| v.len() <= PART_CHUNK_BYTES));
+        assert_eq!(chunks.len(), 1 + 1 + 4 + 1);
+        chunks.sort(); // sled iterates in key order
+        let back = parts_from_chunks(chunks.clone().into_iter()).unwrap();
+        assert_eq!(back.len(), parts.len());
+        for (name, bytes) in &parts {
+            assert_eq!(&back[name], bytes, "{name}");
+        }
+        // a missing chunk is detected
+        let mut gap = chunks.clone();
+        let i = gap.iter().position(|(k, _)| k.starts_with(b"c\0")).unwrap();
+        gap.remove(i + 1);
+        let e = parts_from_chunks(gap.into_iter()).unwrap_err();
+        assert!(e.contains("part `c`") && e.contains("chunk 2"), "{e}");
+        // a malformed key is detected
+        let mut bad = chunks;
+        bad.push((b"nonul".to_vec(), vec![]));
+        assert!(parts_from_chunks(bad.into_iter()).is_err());
+    }
 }
