@@ -20,6 +20,7 @@ pub mod corpus;
 pub mod daemon;
 pub mod detector;
 pub mod dictionary;
+pub mod dnmf;
 pub mod engine;
 pub mod eval;
 pub mod ingest;

@@ -20,6 +20,7 @@
 //! - every seed is recorded in results.json; the run is deterministic given the seed
 //!   (except for the timings).
 
+pub mod dnmf;
 mod l1batch;
 mod l2batch;
 mod metrics;
