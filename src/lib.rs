@@ -23,6 +23,7 @@ pub mod dictionary;
 pub mod eval;
 pub mod ingest;
 pub mod linalg;
+pub mod ostc;
 pub mod params;
 pub mod query;
 pub mod store;
