@@ -217,8 +217,40 @@ pub fn collapsed_objective(doc: &DocBlock, s: &[f64], p: &CodeParams) -> f64 {
     f + b * tot.iter().map(|t| t * t).sum::<f64>()
 }
 
+/// Starting word codes: s_nk = w_n β_kn / Σ_j β_jn² (so that s_nᵀβ_{·n} = w_n, the count),
+/// spread over the topics in proportion to their weight on the term — no topic is favoured by
+/// the coordinate order. 0 for a term no topic carries.
+pub fn init_codes(doc: &DocBlock) -> Vec<f64> {
+    let k = doc.k;
+    let mut s = vec![0.0; doc.len() * k];
+    for n in 0..doc.len() {
+        let b = doc.row(n);
+        let q: f64 = b.iter().map(|x| x * x).sum();
+        if q > 0.0 && q.is_finite() {
+            for (v, &x) in s[n * k..(n + 1) * k].iter_mut().zip(b) {
+                *v = doc.w[n] * x / q;
+            }
+        }
+    }
+    s
+}
+
+/// Poisson means ν_n = s_nᵀβ_{·n} + ε.
+pub fn means(doc: &DocBlock, s: &[f64], eps: f64) -> Vec<f64> {
+    let k = doc.k;
+    (0..doc.len())
+        .map(|n| {
+            eps + s[n * k..(n + 1) * k]
+                .iter()
+                .zip(doc.row(n))
+                .map(|(a, b)| a * b)
+                .sum::<f64>()
+        })
+        .collect()
+}
+
 /// Hierarchical sparse coding of one document by coordinate descent (closed-form word-code
-/// updates, then θ by Eq. 8), from s = 0, θ = 0. Deterministic. An empty document gives empty
+/// updates, then θ by Eq. 8), from [`init_codes`] and the θ they imply. Deterministic. An empty document gives empty
 /// codes, θ = 0 and objective 0.
 pub fn code_doc(doc: &DocBlock, p: &CodeParams) -> DocCode {
     code_doc_with(doc, p, |_theta, _s| {})
@@ -233,9 +265,10 @@ pub fn code_doc_with(
 ) -> DocCode {
     let k = doc.k;
     let nw = doc.len();
-    let mut s = vec![0.0; nw * k];
+    let mut s = init_codes(doc);
     let mut theta = vec![0.0; k];
-    let mut nu = vec![p.eps; nw];
+    theta_step(&s, nw, k, p, &mut theta);
+    let mut nu = means(doc, &s, p.eps);
     let mut last = f64::INFINITY;
     let mut sweeps = 0;
     for _ in 0..p.sweeps.max(1) {
@@ -287,9 +320,14 @@ pub fn code_doc_collapsed(doc: &DocBlock, p: &CodeParams) -> DocCode {
     let k = doc.k;
     let nw = doc.len();
     let (a, b2) = collapsed_ab(nw, p);
-    let mut s = vec![0.0; nw * k];
+    let mut s = init_codes(doc);
     let mut tot = vec![0.0; k];
-    let mut nu = vec![p.eps; nw];
+    for n in 0..nw {
+        for (t, &v) in tot.iter_mut().zip(&s[n * k..(n + 1) * k]) {
+            *t += v;
+        }
+    }
+    let mut nu = means(doc, &s, p.eps);
     let mut last = f64::INFINITY;
     let mut sweeps = 0;
     for _ in 0..p.sweeps.max(1) {

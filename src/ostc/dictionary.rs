@@ -138,7 +138,16 @@ pub fn gradient(docs: &[(&[u32], &[f64], &DocCode)], k: usize) -> BTreeMap<u32, 
 }
 
 /// One projected-gradient step β ← Π_P(β − α ĝ) on every topic. Returns the new dictionary.
-pub fn update(beta: &Array2<f32>, grad: &BTreeMap<u32, Vec<f64>>, alpha: f64) -> Array2<f32> {
+///
+/// With `normalise`, each topic's gradient is divided by its ℓ1 norm first, so α is the ℓ1
+/// mass a step can move (≤ α per topic): the raw Poisson gradient s(1 − w/ν) scales like
+/// 1/β and makes a fixed τ₀ either inert or collapsing on real vocabularies.
+pub fn update(
+    beta: &Array2<f32>,
+    grad: &BTreeMap<u32, Vec<f64>>,
+    alpha: f64,
+    normalise: bool,
+) -> Array2<f32> {
     let (n, k) = beta.dim();
     let mut out = beta.clone();
     let mut col = vec![0.0f64; n];
@@ -146,8 +155,18 @@ pub fn update(beta: &Array2<f32>, grad: &BTreeMap<u32, Vec<f64>>, alpha: f64) ->
         for (i, c) in col.iter_mut().enumerate() {
             *c = beta[[i, j]] as f64;
         }
+        let scale = if normalise {
+            let l1: f64 = grad.values().map(|g| g[j].abs()).sum();
+            if l1 > 0.0 && l1.is_finite() {
+                1.0 / l1
+            } else {
+                0.0
+            }
+        } else {
+            1.0
+        };
         for (&id, g) in grad {
-            col[id as usize] -= alpha * g[j];
+            col[id as usize] -= alpha * scale * g[j];
         }
         project_simplex(&mut col);
         for (i, &c) in col.iter().enumerate() {

@@ -55,6 +55,9 @@ pub struct OstcParams {
     pub tau0: f64,
     /// Learning-rate offset τ > 0 (paper: 10).
     pub tau: f64,
+    /// Divide each topic's mini-batch gradient by its ℓ1 norm (α_t is then the ℓ1 mass one
+    /// step may move). `false` is the paper's raw step, whose scale grows like 1/β.
+    pub normalise_step: bool,
     /// Mini-batch size M ≥ 1 (paper: 16–256).
     pub batch_size: usize,
     /// Sweeps over each incoming batch (≥ 1).
@@ -92,6 +95,7 @@ impl Default for OstcParams {
             eps: 1e-6,
             tau0: 0.05,
             tau: 10.0,
+            normalise_step: true,
             batch_size: 64,
             passes: 1,
             bootstrap_passes: 3,
@@ -319,6 +323,7 @@ pub fn learn(
     m: usize,
     passes: u32,
     (tau0, tau): (f64, f64),
+    normalise: bool,
     t: &mut u64,
     rng: &mut ChaCha8Rng,
 ) -> Array2<f32> {
@@ -346,7 +351,7 @@ pub fn learn(
                 .map(|j| (ids[j].as_slice(), ws[j].as_slice(), &codes[j]))
                 .collect();
             let g = gradient(&parts, beta.ncols());
-            beta = update(&beta, &g, learning_rate(*t, tau0, tau));
+            beta = update(&beta, &g, learning_rate(*t, tau0, tau), normalise);
             *t += 1;
         }
     }
@@ -526,6 +531,7 @@ impl OstcModel {
                 p.batch_size,
                 passes,
                 (p.tau0, p.tau),
+                p.normalise_step,
                 &mut updates,
                 &mut rng,
             )
