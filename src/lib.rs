@@ -25,6 +25,7 @@ pub mod engine;
 pub mod eval;
 pub mod ingest;
 pub mod linalg;
+pub mod ostc;
 pub mod params;
 pub mod query;
 pub mod store;

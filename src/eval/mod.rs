@@ -25,6 +25,7 @@ mod l1batch;
 mod l2batch;
 mod metrics;
 mod neighbours;
+pub mod ostc;
 mod protocol;
 mod report;
 mod run;
@@ -40,6 +41,7 @@ pub use l1batch::{BatchParams, L1Batch, LearnStats};
 pub use l2batch::{code_l2, code_l2_batch, l2_a_step, L2Batch, L2Code, L2Dict, L2Params};
 pub use metrics::{auc, roc_points};
 pub use neighbours::{ExactNn, Lsh, LshParams};
+pub use ostc::{run_ostc_eval, OstcEvalArgs, OstcEvalError, OstcEvalSummary};
 pub use protocol::{
     cikm_protocol, parse_jsonl_stream, read_jsonl_stream, CikmSizes, EvalDoc, Period, Stream,
     Timestep,

@@ -1,0 +1,54 @@
+//! Per-timestep seconds of the streaming OSTC model on 20 Newsgroups batches, with the mean
+//! score (coding objective per token, mapped to [0, 1)) of each batch before learning from it.
+//!
+//!     cargo run --release --example bench_ostc -- [batch size = 1000] [batches = 8] [k = 60] [tau0] [gamma] [rho] [collapsed 0|1]
+use std::path::Path;
+
+use novad::ostc::{OstcModel, OstcParams};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+fn main() {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize, d: f64| a.get(i).map_or(d, |s| s.parse().unwrap());
+    let (size, batches) = (arg(0, 1000.0) as usize, arg(1, 8.0) as usize);
+    let d = OstcParams::default();
+    let p = OstcParams {
+        k: arg(2, d.k as f64) as usize,
+        tau0: arg(3, d.tau0),
+        gamma: arg(4, d.gamma),
+        rho: arg(5, d.rho),
+        collapsed: arg(6, 0.0) > 0.0,
+        ..d
+    };
+    let mut posts =
+        novad::corpus::read_20news(Path::new("../shared/data/20news-bydate.tar.gz")).unwrap();
+    posts.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(0));
+    let mut m = OstcModel::new(p).unwrap();
+    println!("timestep  docs  vocab  mean_score  novel  topics  s_code  s_update  s_total");
+    for (t, chunk) in posts.chunks(size).take(batches).enumerate() {
+        let texts: Vec<&str> = chunk.iter().map(|p| p.text.as_str()).collect();
+        let t0 = std::time::Instant::now();
+        let (n, out) = m.step(&texts).unwrap();
+        let secs = t0.elapsed().as_secs_f64();
+        let st = &out.stats;
+        let live: Vec<f64> = out
+            .verdicts
+            .iter()
+            .filter(|v| !v.empty)
+            .map(|v| v.score)
+            .collect();
+        println!(
+            "{t:8}  {:4}  {:5}  {:10.4}  {:5}  {:6}  {:6.2}  {:8.2}  {:7.2}",
+            st.docs,
+            st.vocabulary,
+            live.iter().sum::<f64>() / live.len().max(1) as f64,
+            st.novel,
+            st.topics,
+            st.seconds_coding,
+            st.seconds_update,
+            secs
+        );
+        m = n;
+    }
+}

@@ -1,0 +1,861 @@
+//! `novad eval` for OSTC (WWW'13 §5.2) on the 20 Newsgroups bydate split: held-out perplexity
+//! by document completion (Eq. 19) of online STC against batch STC (M = D) as a function of
+//! training seconds and documents seen, word-code sparsity against a dense baseline, the
+//! collapsed variant, and online MedSTC classification accuracy against documents seen.
+//!
+//! Protocol (all seeded):
+//! - vocabulary fixed from the training split: the crate's tokenizer, terms with document
+//!   frequency ≥ `--min-df`; documents as raw (term, count) pairs;
+//! - training documents shuffled once; online learners read them in that order in mini-batches
+//!   of `--batch-size`; batch STC does full passes (code all, one projected-gradient step);
+//! - perplexity set: `--perp-docs` test documents, each document's tokens shuffled and split in
+//!   halves; codes inferred from half 1, then for each term n of half 2 the Poisson mean
+//!   ν_n = θᵀβ_{·n} + ε (word code set to its Gaussian mean θ) and
+//!   perplexity = exp(Σ −ln Poisson(w_n; ν_n) / Σ |I₂|) — per distinct held-out term, as Eq. 19;
+//! - sparsity ratio = share of zero word-code entries over all (term, topic) pairs of the
+//!   perplexity set's half 1; the dense baseline codes the same documents over the same
+//!   dictionary with ρ = 0 (no Laplace prior);
+//! - classification: features θ/‖θ‖₂, Pegasos multi-class SVM; "STC + SVM" codes the training
+//!   set with the final online-STC dictionary and trains the SVM afterwards; online MedSTC
+//!   interleaves supervised coding (θ-step with the hinge term), dictionary updates and one
+//!   Pegasos step per training document, and is scored on the test split at checkpoints.
+//!
+//! Timing: seconds are wall-clock seconds of learning only (evaluation excluded), on however
+//! many threads rayon has.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use ndarray::Array2;
+use plotters::prelude::*;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::ostc::coding::{
+    code_doc, code_doc_collapsed, code_doc_with, poisson_nll, CodeParams, DocCode,
+};
+use crate::ostc::dictionary::{gradient, init_dictionary, learning_rate, update};
+use crate::ostc::medstc::{features, Pegasos};
+use crate::ostc::model::doc_block;
+use crate::params::TextParams;
+use crate::text::Tokenizer;
+
+/// Arguments of the OSTC evaluation.
+#[derive(Debug, Clone, Serialize, clap::Args)]
+pub struct OstcEvalArgs {
+    /// The 20news-bydate.tar.gz archive.
+    #[arg(long, default_value = "../shared/data/20news-bydate.tar.gz")]
+    pub corpus: PathBuf,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Output directory (created; files overwritten).
+    #[arg(long, default_value = "eval-ostc")]
+    pub out: PathBuf,
+    /// Topics K.
+    #[arg(long = "topics", default_value_t = 60)]
+    pub k: usize,
+    /// Laplace prior on word codes ρ.
+    #[arg(long, default_value_t = 0.1)]
+    pub rho: f64,
+    /// Gaussian coupling γ (= λ).
+    #[arg(long, default_value_t = 0.1)]
+    pub gamma: f64,
+    /// Learning rate α_t = τ₀/(t + τ).
+    #[arg(long, default_value_t = 0.01)]
+    pub tau0: f64,
+    #[arg(long, default_value_t = 10.0)]
+    pub tau: f64,
+    /// τ₀ of batch STC (its gradient is the mean over all training documents).
+    #[arg(long, default_value_t = 0.01)]
+    pub batch_tau0: f64,
+    /// Mini-batch size M of the online learners.
+    #[arg(long, default_value_t = 64)]
+    pub batch_size: usize,
+    /// Passes of the online learners over the training set.
+    #[arg(long, default_value_t = 1)]
+    pub passes: u32,
+    /// Iterations (full passes) of batch STC.
+    #[arg(long, default_value_t = 6)]
+    pub batch_iters: u32,
+    /// Coordinate-descent sweeps per document.
+    #[arg(long, default_value_t = 10)]
+    pub sweeps: u32,
+    /// Use at most this many training documents (0 = all).
+    #[arg(long, default_value_t = 0)]
+    pub train_docs: usize,
+    /// Test documents classified (0 = all) and test documents in the perplexity set.
+    #[arg(long, default_value_t = 0)]
+    pub test_docs: usize,
+    #[arg(long, default_value_t = 1000)]
+    pub perp_docs: usize,
+    /// Minimum training document frequency of a vocabulary term.
+    #[arg(long, default_value_t = 5)]
+    pub min_df: u64,
+    /// Perplexity / accuracy checkpoints every this many training documents.
+    #[arg(long, default_value_t = 2048)]
+    pub eval_every: usize,
+    /// Pegasos λ, hinge margin Δ and MedSTC's weight C of the hinge term in the θ-step.
+    #[arg(long, default_value_t = 1e-4)]
+    pub svm_lambda: f64,
+    #[arg(long, default_value_t = 1.0)]
+    pub margin: f64,
+    #[arg(long, default_value_t = 1.0)]
+    pub medstc_c: f64,
+    /// Epochs of the post-hoc SVM (STC + SVM, and the MedSTC refit).
+    #[arg(long, default_value_t = 10)]
+    pub svm_epochs: u32,
+    /// The paper's raw gradient step instead of the per-topic ℓ1-normalised one.
+    #[arg(long)]
+    pub raw_step: bool,
+    /// Skip the collapsed variant / MedSTC (faster runs).
+    #[arg(long)]
+    pub no_collapsed: bool,
+    #[arg(long)]
+    pub no_medstc: bool,
+}
+
+#[derive(Debug, Error)]
+pub enum OstcEvalError {
+    #[error(transparent)]
+    Corpus(#[from] crate::corpus::CorpusError),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("plot {path}: {msg}")]
+    Plot { path: String, msg: String },
+    #[error("bad arguments: {0}")]
+    Args(String),
+}
+
+/// One checkpoint of a learner.
+#[derive(Debug, Clone, Serialize)]
+pub struct Checkpoint {
+    pub docs_seen: usize,
+    /// Learning seconds so far (evaluation excluded).
+    pub seconds: f64,
+    pub perplexity: f64,
+    /// Test accuracy (MedSTC only).
+    pub accuracy: Option<f64>,
+}
+
+/// Everything the evaluation measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct OstcEvalSummary {
+    pub args: OstcEvalArgs,
+    pub vocabulary: usize,
+    pub train_docs: usize,
+    pub test_docs: usize,
+    pub perp_docs: usize,
+    pub online: Vec<Checkpoint>,
+    pub batch: Vec<Checkpoint>,
+    pub collapsed: Vec<Checkpoint>,
+    pub medstc: Vec<Checkpoint>,
+    /// Seconds online STC needed to reach the final batch-STC perplexity (None = never).
+    pub online_seconds_to_batch_perplexity: Option<f64>,
+    pub sparsity_online: f64,
+    pub sparsity_batch: f64,
+    pub sparsity_collapsed: Option<f64>,
+    pub sparsity_dense: f64,
+    /// Test accuracy of an SVM on online-STC codes (unsupervised dictionary).
+    pub accuracy_stc_svm: f64,
+    /// Test accuracy of online MedSTC: its online SVM, and an SVM refit on the final codes.
+    pub accuracy_medstc: Option<f64>,
+    pub accuracy_medstc_refit: Option<f64>,
+    pub seconds_total: f64,
+}
+
+type Doc = Vec<(u32, u32)>;
+
+struct Data {
+    train: Vec<(Doc, usize)>,
+    test: Vec<(Doc, usize)>,
+    /// (half 1, half 2) of the perplexity set.
+    perp: Vec<(Doc, Doc)>,
+    vocab: usize,
+    tf: Vec<f64>,
+}
+
+fn counts(tokens: &[String], index: &std::collections::HashMap<String, u32>) -> Doc {
+    let mut m: std::collections::BTreeMap<u32, u32> = Default::default();
+    for t in tokens {
+        if let Some(&id) = index.get(t) {
+            *m.entry(id).or_insert(0) += 1;
+        }
+    }
+    m.into_iter().collect()
+}
+
+fn load(args: &OstcEvalArgs, rng: &mut ChaCha8Rng) -> Result<Data, OstcEvalError> {
+    let posts = crate::corpus::read_20news(&args.corpus)?;
+    let tp = TextParams::default();
+    let tok = Tokenizer::new(
+        tp.min_token_len,
+        tp.max_token_len,
+        tp.builtin_stop_words,
+        &tp.extra_stop_words,
+    );
+    let mut groups: Vec<String> = posts.iter().map(|p| p.group.clone()).collect();
+    groups.sort();
+    groups.dedup();
+    let label = |g: &str| groups.iter().position(|x| x == g).unwrap_or(0);
+    let toks: Vec<(Vec<String>, usize, bool)> = posts
+        .par_iter()
+        .map(|p| (tok.tokens(&p.text), label(&p.group), p.split == "train"))
+        .collect();
+    let mut df: std::collections::HashMap<&str, u64> = Default::default();
+    for (t, _, train) in &toks {
+        if *train {
+            let mut u: Vec<&str> = t.iter().map(|s| s.as_str()).collect();
+            u.sort_unstable();
+            u.dedup();
+            for s in u {
+                *df.entry(s).or_insert(0) += 1;
+            }
+        }
+    }
+    let mut terms: Vec<&str> = df
+        .iter()
+        .filter(|(_, &d)| d >= args.min_df)
+        .map(|(t, _)| *t)
+        .collect();
+    terms.sort_unstable();
+    let index: std::collections::HashMap<String, u32> = terms
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.to_string(), i as u32))
+        .collect();
+    let mut train = Vec::new();
+    let mut test = Vec::new();
+    let mut test_tokens = Vec::new();
+    for (t, y, is_train) in &toks {
+        let c = counts(t, &index);
+        if c.is_empty() {
+            continue;
+        }
+        if *is_train {
+            train.push((c, *y));
+        } else {
+            test.push((c, *y));
+            test_tokens.push(t.clone());
+        }
+    }
+    train.shuffle(rng);
+    if args.train_docs > 0 {
+        train.truncate(args.train_docs);
+    }
+    let mut order: Vec<usize> = (0..test.len()).collect();
+    order.shuffle(rng);
+    let mut perp = Vec::new();
+    for &i in &order {
+        if perp.len() >= args.perp_docs {
+            break;
+        }
+        let mut t: Vec<String> = test_tokens[i]
+            .iter()
+            .filter(|s| index.contains_key(*s))
+            .cloned()
+            .collect();
+        if t.len() < 4 {
+            continue;
+        }
+        t.shuffle(rng);
+        let (a, b) = t.split_at(t.len() / 2);
+        perp.push((counts(a, &index), counts(b, &index)));
+    }
+    let test: Vec<(Doc, usize)> = if args.test_docs > 0 {
+        order
+            .iter()
+            .take(args.test_docs)
+            .map(|&i| test[i].clone())
+            .collect()
+    } else {
+        test
+    };
+    let mut tf = vec![0.0; terms.len()];
+    for (d, _) in &train {
+        for &(id, c) in d {
+            tf[id as usize] += c as f64;
+        }
+    }
+    Ok(Data {
+        train,
+        test,
+        perp,
+        vocab: terms.len(),
+        tf,
+    })
+}
+
+fn code(d: &Doc, beta: &Array2<f32>, p: &CodeParams, collapsed: bool) -> DocCode {
+    let b = doc_block(d, beta);
+    if collapsed {
+        code_doc_collapsed(&b, p)
+    } else {
+        code_doc(&b, p)
+    }
+}
+
+/// Held-out perplexity by document completion (Eq. 19) and the word-code sparsity of half 1.
+fn perplexity(
+    perp: &[(Doc, Doc)],
+    beta: &Array2<f32>,
+    p: &CodeParams,
+    collapsed: bool,
+) -> (f64, f64) {
+    let k = beta.ncols();
+    let res: Vec<(f64, f64, f64, f64)> = perp
+        .par_iter()
+        .map(|(a, b)| {
+            let c = code(a, beta, p, collapsed);
+            let mut nll = 0.0;
+            for &(id, w) in b {
+                let nu = p.eps
+                    + c.theta
+                        .iter()
+                        .zip(beta.row(id as usize))
+                        .map(|(t, &x)| t * x as f64)
+                        .sum::<f64>();
+                nll += poisson_nll(w as f64, nu);
+            }
+            let zeros = c.s.iter().filter(|&&v| v == 0.0).count() as f64;
+            (nll, b.len() as f64, zeros, (a.len() * k) as f64)
+        })
+        .collect();
+    let (nll, n, z, tot) = res.iter().fold((0.0, 0.0, 0.0, 0.0), |acc, r| {
+        (acc.0 + r.0, acc.1 + r.1, acc.2 + r.2, acc.3 + r.3)
+    });
+    ((nll / n.max(1.0)).exp(), z / tot.max(1.0))
+}
+
+fn gradient_step(
+    beta: &Array2<f32>,
+    docs: &[&Doc],
+    codes: &[DocCode],
+    alpha: f64,
+    normalise: bool,
+) -> Array2<f32> {
+    let ids: Vec<Vec<u32>> = docs
+        .iter()
+        .map(|d| d.iter().map(|c| c.0).collect())
+        .collect();
+    let ws: Vec<Vec<f64>> = docs
+        .iter()
+        .map(|d| d.iter().map(|c| c.1 as f64).collect())
+        .collect();
+    let parts: Vec<(&[u32], &[f64], &DocCode)> = (0..docs.len())
+        .map(|j| (ids[j].as_slice(), ws[j].as_slice(), &codes[j]))
+        .collect();
+    let g = gradient(&parts, beta.ncols());
+    update(beta, &g, alpha, normalise)
+}
+
+fn accuracy(test: &[(Doc, usize)], beta: &Array2<f32>, p: &CodeParams, svm: &Pegasos) -> f64 {
+    let ok: usize = test
+        .par_iter()
+        .map(|(d, y)| usize::from(svm.predict(&features(&code(d, beta, p, false).theta)) == *y))
+        .sum();
+    ok as f64 / test.len().max(1) as f64
+}
+
+fn fit_svm(
+    feats: &[(Vec<f64>, usize)],
+    args: &OstcEvalArgs,
+    classes: usize,
+    rng: &mut ChaCha8Rng,
+) -> Pegasos {
+    let dim = feats.first().map_or(0, |f| f.0.len());
+    let mut svm = Pegasos::new(classes, dim, args.svm_lambda, args.margin);
+    let mut order: Vec<usize> = (0..feats.len()).collect();
+    for _ in 0..args.svm_epochs {
+        order.shuffle(rng);
+        for &i in &order {
+            svm.update(&feats[i].0, feats[i].1);
+        }
+    }
+    svm
+}
+
+/// Online (M = batch_size) or collapsed-online learning with perplexity checkpoints.
+fn run_online(
+    data: &Data,
+    args: &OstcEvalArgs,
+    p: &CodeParams,
+    collapsed: bool,
+    beta0: &Array2<f32>,
+    rng: &mut ChaCha8Rng,
+) -> (Array2<f32>, Vec<Checkpoint>) {
+    let mut beta = beta0.clone();
+    let mut cps = vec![Checkpoint {
+        docs_seen: 0,
+        seconds: 0.0,
+        perplexity: perplexity(&data.perp, &beta, p, collapsed).0,
+        accuracy: None,
+    }];
+    let (mut secs, mut seen, mut t, mut next) = (0.0, 0usize, 0u64, args.eval_every);
+    for _ in 0..args.passes {
+        let mut order: Vec<usize> = (0..data.train.len()).collect();
+        order.shuffle(rng);
+        for chunk in order.chunks(args.batch_size.max(1)) {
+            let t0 = Instant::now();
+            let docs: Vec<&Doc> = chunk.iter().map(|&i| &data.train[i].0).collect();
+            let codes: Vec<DocCode> = docs
+                .par_iter()
+                .map(|d| code(d, &beta, p, collapsed))
+                .collect();
+            beta = gradient_step(
+                &beta,
+                &docs,
+                &codes,
+                learning_rate(t, args.tau0, args.tau),
+                !args.raw_step,
+            );
+            t += 1;
+            secs += t0.elapsed().as_secs_f64();
+            seen += chunk.len();
+            if seen >= next {
+                next += args.eval_every;
+                cps.push(Checkpoint {
+                    docs_seen: seen,
+                    seconds: secs,
+                    perplexity: perplexity(&data.perp, &beta, p, collapsed).0,
+                    accuracy: None,
+                });
+                tracing::info!(
+                    collapsed,
+                    seen,
+                    secs,
+                    ppl = cps.last().map(|c| c.perplexity),
+                    "online checkpoint"
+                );
+            }
+        }
+    }
+    if cps.last().map(|c| c.docs_seen) != Some(seen) {
+        cps.push(Checkpoint {
+            docs_seen: seen,
+            seconds: secs,
+            perplexity: perplexity(&data.perp, &beta, p, collapsed).0,
+            accuracy: None,
+        });
+    }
+    (beta, cps)
+}
+
+/// Run the OSTC evaluation; writes report.md, results.json and SVG plots into `--out`.
+pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalError> {
+    let t_all = Instant::now();
+    if args.k == 0 || args.batch_size == 0 || args.eval_every == 0 {
+        return Err(OstcEvalError::Args(
+            "--topics, --batch-size and --eval-every must be ≥ 1".into(),
+        ));
+    }
+    std::fs::create_dir_all(&args.out).map_err(|source| OstcEvalError::Io {
+        path: args.out.display().to_string(),
+        source,
+    })?;
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let data = load(args, &mut rng)?;
+    let classes = 20;
+    let p = CodeParams {
+        rho: args.rho,
+        gamma: args.gamma,
+        eps: 1e-6,
+        sweeps: args.sweeps,
+        tol: 1e-4,
+    };
+    let mut init_rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0x5EED);
+    let beta0 = init_dictionary(data.vocab, args.k, &data.tf, 5.0, &mut init_rng);
+    tracing::info!(
+        vocab = data.vocab,
+        train = data.train.len(),
+        test = data.test.len(),
+        "ostc eval data"
+    );
+
+    // Online STC.
+    let (beta_online, online) = run_online(&data, args, &p, false, &beta0, &mut rng);
+
+    // Batch STC: M = D.
+    let mut beta = beta0.clone();
+    let mut batch = vec![online[0].clone()];
+    let mut secs = 0.0;
+    for it in 0..args.batch_iters {
+        let t0 = Instant::now();
+        let docs: Vec<&Doc> = data.train.iter().map(|d| &d.0).collect();
+        let codes: Vec<DocCode> = docs.par_iter().map(|d| code(d, &beta, &p, false)).collect();
+        beta = gradient_step(
+            &beta,
+            &docs,
+            &codes,
+            learning_rate(it as u64, args.batch_tau0, args.tau),
+            !args.raw_step,
+        );
+        secs += t0.elapsed().as_secs_f64();
+        batch.push(Checkpoint {
+            docs_seen: (it as usize + 1) * data.train.len(),
+            seconds: secs,
+            perplexity: perplexity(&data.perp, &beta, &p, false).0,
+            accuracy: None,
+        });
+        tracing::info!(
+            it,
+            secs,
+            ppl = batch.last().map(|c| c.perplexity),
+            "batch iteration"
+        );
+    }
+    let beta_batch = beta;
+
+    // Collapsed online.
+    let (collapsed, sparsity_collapsed) = if args.no_collapsed {
+        (Vec::new(), None)
+    } else {
+        let (b, cps) = run_online(&data, args, &p, true, &beta0, &mut rng);
+        (cps, Some(perplexity(&data.perp, &b, &p, true).1))
+    };
+
+    let sparsity_online = perplexity(&data.perp, &beta_online, &p, false).1;
+    let sparsity_batch = perplexity(&data.perp, &beta_batch, &p, false).1;
+    let dense = CodeParams { rho: 0.0, ..p };
+    let sparsity_dense = perplexity(&data.perp, &beta_online, &dense, false).1;
+    let target = batch.last().map(|c| c.perplexity).unwrap_or(f64::INFINITY);
+    let online_seconds_to_batch_perplexity = online
+        .iter()
+        .find(|c| c.perplexity <= target)
+        .map(|c| c.seconds);
+
+    // STC + SVM on the online dictionary.
+    let feats: Vec<(Vec<f64>, usize)> = data
+        .train
+        .par_iter()
+        .map(|(d, y)| (features(&code(d, &beta_online, &p, false).theta), *y))
+        .collect();
+    let svm = fit_svm(&feats, args, classes, &mut rng);
+    let accuracy_stc_svm = accuracy(&data.test, &beta_online, &p, &svm);
+    tracing::info!(accuracy_stc_svm, "STC + SVM");
+
+    // Online MedSTC.
+    let (medstc, accuracy_medstc, accuracy_medstc_refit) = if args.no_medstc {
+        (Vec::new(), None, None)
+    } else {
+        let mut beta = beta0.clone();
+        let mut svm = Pegasos::new(classes, args.k, args.svm_lambda, args.margin);
+        let mut cps = Vec::new();
+        let (mut secs, mut seen, mut t, mut next) = (0.0, 0usize, 0u64, args.eval_every);
+        for _ in 0..args.passes {
+            let mut order: Vec<usize> = (0..data.train.len()).collect();
+            order.shuffle(&mut rng);
+            for chunk in order.chunks(args.batch_size) {
+                let t0 = Instant::now();
+                let docs: Vec<&Doc> = chunk.iter().map(|&i| &data.train[i].0).collect();
+                let codes: Vec<DocCode> = chunk
+                    .par_iter()
+                    .map(|&i| {
+                        let (d, y) = &data.train[i];
+                        let blk = doc_block(d, &beta);
+                        let denom = p.lambda() + p.gamma * d.len() as f64;
+                        code_doc_with(&blk, &p, |theta, _s| {
+                            svm.supervise_theta(theta, *y, args.medstc_c, denom)
+                        })
+                    })
+                    .collect();
+                for (j, &i) in chunk.iter().enumerate() {
+                    svm.update(&features(&codes[j].theta), data.train[i].1);
+                }
+                beta = gradient_step(
+                    &beta,
+                    &docs,
+                    &codes,
+                    learning_rate(t, args.tau0, args.tau),
+                    !args.raw_step,
+                );
+                t += 1;
+                secs += t0.elapsed().as_secs_f64();
+                seen += chunk.len();
+                if seen >= next || seen == data.train.len() * args.passes as usize {
+                    next += args.eval_every;
+                    let acc = accuracy(&data.test, &beta, &p, &svm);
+                    cps.push(Checkpoint {
+                        docs_seen: seen,
+                        seconds: secs,
+                        perplexity: perplexity(&data.perp, &beta, &p, false).0,
+                        accuracy: Some(acc),
+                    });
+                    tracing::info!(seen, secs, acc, "medstc checkpoint");
+                }
+            }
+        }
+        let acc = cps.last().and_then(|c| c.accuracy);
+        let feats: Vec<(Vec<f64>, usize)> = data
+            .train
+            .par_iter()
+            .map(|(d, y)| (features(&code(d, &beta, &p, false).theta), *y))
+            .collect();
+        let refit = fit_svm(&feats, args, classes, &mut rng);
+        (cps, acc, Some(accuracy(&data.test, &beta, &p, &refit)))
+    };
+
+    let summary = OstcEvalSummary {
+        args: args.clone(),
+        vocabulary: data.vocab,
+        train_docs: data.train.len(),
+        test_docs: data.test.len(),
+        perp_docs: data.perp.len(),
+        online,
+        batch,
+        collapsed,
+        medstc,
+        online_seconds_to_batch_perplexity,
+        sparsity_online,
+        sparsity_batch,
+        sparsity_collapsed,
+        sparsity_dense,
+        accuracy_stc_svm,
+        accuracy_medstc,
+        accuracy_medstc_refit,
+        seconds_total: t_all.elapsed().as_secs_f64(),
+    };
+    write_outputs(&args.out, &summary)?;
+    Ok(summary)
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> OstcEvalError + '_ {
+    move |source| OstcEvalError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+fn write_outputs(out: &Path, s: &OstcEvalSummary) -> Result<(), OstcEvalError> {
+    let json = out.join("results.json");
+    std::fs::write(&json, serde_json::to_string_pretty(s).expect("plain data"))
+        .map_err(io(&json))?;
+    let ppl_time = out.join("perplexity_seconds.svg");
+    let ppl_docs = out.join("perplexity_docs.svg");
+    let acc_docs = out.join("accuracy_docs.svg");
+    let series = |c: &[Checkpoint],
+                  f: &dyn Fn(&Checkpoint) -> Option<(f64, f64)>|
+     -> Vec<(f64, f64)> { c.iter().filter_map(f).collect() };
+    let by_time = |c: &Checkpoint| Some((c.seconds.max(1e-3), c.perplexity));
+    let by_docs = |c: &Checkpoint| Some((c.docs_seen as f64, c.perplexity));
+    chart(
+        &ppl_time,
+        "Held-out perplexity vs learning seconds",
+        "seconds",
+        "perplexity",
+        &[
+            ("online STC", BLUE, series(&s.online, &by_time)),
+            ("batch STC", RED, series(&s.batch, &by_time)),
+            (
+                "online collapsed STC",
+                GREEN,
+                series(&s.collapsed, &by_time),
+            ),
+        ],
+    )?;
+    chart(
+        &ppl_docs,
+        "Held-out perplexity vs documents seen",
+        "documents seen",
+        "perplexity",
+        &[
+            ("online STC", BLUE, series(&s.online, &by_docs)),
+            ("batch STC", RED, series(&s.batch, &by_docs)),
+            (
+                "online collapsed STC",
+                GREEN,
+                series(&s.collapsed, &by_docs),
+            ),
+        ],
+    )?;
+    let acc = |c: &Checkpoint| c.accuracy.map(|a| (c.docs_seen as f64, a));
+    let stc_line = s
+        .medstc
+        .iter()
+        .map(|c| (c.docs_seen as f64, s.accuracy_stc_svm))
+        .collect();
+    chart(
+        &acc_docs,
+        "Test accuracy vs documents seen",
+        "documents seen",
+        "accuracy",
+        &[
+            ("online MedSTC", BLUE, series(&s.medstc, &acc)),
+            ("STC + SVM (final)", RED, stc_line),
+        ],
+    )?;
+    let md = markdown(s);
+    let rp = out.join("report.md");
+    std::fs::write(&rp, md).map_err(io(&rp))
+}
+
+fn markdown(s: &OstcEvalSummary) -> String {
+    use std::fmt::Write;
+    let a = &s.args;
+    let mut m = String::new();
+    let _ = writeln!(m, "# OSTC on 20 Newsgroups (bydate)\n");
+    let _ = writeln!(
+        m,
+        "K = {}, ρ = {}, γ = λ = {}, τ₀ = {} (batch {}), τ = {}, M = {}, sweeps = {}, passes = {}, seed = {}. \
+         Vocabulary {} terms (train df ≥ {}), {} training / {} test documents, perplexity set {} test documents. \
+         Total wall time {:.0} s.\n",
+        a.k, a.rho, a.gamma, a.tau0, a.batch_tau0, a.tau, a.batch_size, a.sweeps, a.passes, a.seed, s.vocabulary, a.min_df,
+        s.train_docs, s.test_docs, s.perp_docs, s.seconds_total
+    );
+    let _ = writeln!(m, "## Held-out perplexity (document completion, Eq. 19)\n");
+    let _ = writeln!(
+        m,
+        "| learner | docs seen | learning s | perplexity |\n|---|---:|---:|---:|"
+    );
+    for (name, c) in [
+        ("online STC", &s.online),
+        ("batch STC", &s.batch),
+        ("online collapsed STC", &s.collapsed),
+    ] {
+        for cp in c {
+            let _ = writeln!(
+                m,
+                "| {name} | {} | {:.1} | {:.1} |",
+                cp.docs_seen, cp.seconds, cp.perplexity
+            );
+        }
+    }
+    let _ = writeln!(
+        m,
+        "\nOnline STC reaches the final batch-STC perplexity after: {}.\n",
+        s.online_seconds_to_batch_perplexity
+            .map_or("never (within the run)".to_string(), |v| format!(
+                "{v:.1} s"
+            ))
+    );
+    let _ = writeln!(m, "## Word-code sparsity (share of zero entries)\n");
+    let _ = writeln!(m, "| codes | sparsity |\n|---|---:|");
+    let _ = writeln!(m, "| online STC | {:.3} |", s.sparsity_online);
+    let _ = writeln!(m, "| batch STC | {:.3} |", s.sparsity_batch);
+    if let Some(c) = s.sparsity_collapsed {
+        let _ = writeln!(m, "| online collapsed STC | {c:.3} |");
+    }
+    let _ = writeln!(
+        m,
+        "| dense baseline (ρ = 0, online dictionary) | {:.3} |\n",
+        s.sparsity_dense
+    );
+    let _ = writeln!(
+        m,
+        "## Classification accuracy (20 classes, bydate test split)\n"
+    );
+    let _ = writeln!(m, "| model | accuracy |\n|---|---:|");
+    let _ = writeln!(
+        m,
+        "| online STC + Pegasos SVM | {:.3} |",
+        s.accuracy_stc_svm
+    );
+    if let Some(v) = s.accuracy_medstc {
+        let _ = writeln!(m, "| online MedSTC (online SVM) | {v:.3} |");
+    }
+    if let Some(v) = s.accuracy_medstc_refit {
+        let _ = writeln!(m, "| online MedSTC (SVM refit on final codes) | {v:.3} |");
+    }
+    if !s.medstc.is_empty() {
+        let _ = writeln!(
+            m,
+            "\n| MedSTC docs seen | learning s | accuracy | perplexity |\n|---:|---:|---:|---:|"
+        );
+        for c in &s.medstc {
+            let _ = writeln!(
+                m,
+                "| {} | {:.1} | {:.3} | {:.1} |",
+                c.docs_seen,
+                c.seconds,
+                c.accuracy.unwrap_or(f64::NAN),
+                c.perplexity
+            );
+        }
+    }
+    let _ = writeln!(
+        m,
+        "\nPlots: perplexity_seconds.svg, perplexity_docs.svg, accuracy_docs.svg."
+    );
+    m
+}
+
+type Line<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
+
+fn chart(
+    path: &Path,
+    caption: &str,
+    xdesc: &str,
+    ydesc: &str,
+    series: &[Line],
+) -> Result<(), OstcEvalError> {
+    let err = |e: &dyn std::fmt::Display| OstcEvalError::Plot {
+        path: path.display().to_string(),
+        msg: e.to_string(),
+    };
+    let pts: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|s| s.2.iter().copied())
+        .filter(|p| p.0.is_finite() && p.1.is_finite())
+        .collect();
+    let (mut x0, mut x1, mut y0, mut y1) = (
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    );
+    for &(x, y) in &pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if pts.is_empty() {
+        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    if y1 <= y0 {
+        y1 = y0 + 1.0;
+    }
+    let pad = 0.05 * (y1 - y0);
+    let root = SVGBackend::new(path, (760, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(caption, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, (y0 - pad)..(y1 + pad))
+        .map_err(|e| err(&e))?;
+    c.configure_mesh()
+        .x_desc(xdesc)
+        .y_desc(ydesc)
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (name, col, p) in series {
+        if p.is_empty() {
+            continue;
+        }
+        let col = *col;
+        c.draw_series(LineSeries::new(p.clone(), col.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
+        c.draw_series(p.iter().map(|&q| Circle::new(q, 3, col.filled())))
+            .map_err(|e| err(&e))?;
+    }
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}

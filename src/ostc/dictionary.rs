@@ -1,0 +1,210 @@
+//! The topic dictionary β of OSTC: K topics, each a distribution over the vocabulary (a point of
+//! the simplex P = {x ≥ 0, Σx = 1}), stored term-major as an N × K `f32` matrix (row n = β_{·n},
+//! the K topic weights of term n, which is what coding a document reads). Arithmetic is in `f64`
+//! and rounded to `f32` once per update; each stored topic sums to 1 within 1e-4 (checked with
+//! [`SIMPLEX_TOL`] on load).
+//!
+//! Online update (WWW'13 Eq. 12): β_k ← Π_P(β_k − α_t ĝ_k), ĝ = (1/M) Σ_d ∇_β ℓ(s_d, β) with
+//! ∂ℓ/∂β_kn = Σ_{d: n ∈ I_d} s_dnk (1 − w_dn/ν_dn), and α_t = τ₀/(t + τ).
+
+use std::collections::BTreeMap;
+
+use ndarray::Array2;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::ostc::coding::DocCode;
+use crate::text::Remap;
+
+/// Allowed |Σ_n β_kn − 1| of a stored (f32) topic.
+pub const SIMPLEX_TOL: f64 = 1e-3;
+
+/// The learning rate α_t = τ₀ / (t + τ) of mini-batch update t (t = 0 for the first). Satisfies
+/// Σα_t = ∞, Σα_t² < ∞ (Theorem 2) for τ₀ > 0, τ > 0.
+pub fn learning_rate(t: u64, tau0: f64, tau: f64) -> f64 {
+    tau0 / (t as f64 + tau)
+}
+
+/// Euclidean projection of `v` onto the simplex {x ≥ 0, Σx = 1}, in place (Michelot 1986: the
+/// threshold τ with x = max(v − τ, 0) is found by repeatedly dropping entries ≤ τ; each round
+/// is O(n), the active set only shrinks, so it ends after at most n rounds, typically < 10).
+/// An empty slice is left alone. Non-finite input gives non-finite output (callers check).
+pub fn project_simplex(v: &mut [f64]) {
+    if v.is_empty() {
+        return;
+    }
+    let mut active: Vec<usize> = (0..v.len()).collect();
+    let mut tau = (v.iter().sum::<f64>() - 1.0) / v.len() as f64;
+    loop {
+        let before = active.len();
+        active.retain(|&i| v[i] > tau);
+        if active.is_empty() {
+            // only possible through rounding: put the mass on the largest entry
+            let i = (0..v.len())
+                .max_by(|&a, &b| v[a].total_cmp(&v[b]).then(b.cmp(&a)))
+                .unwrap_or(0);
+            v.iter_mut().for_each(|x| *x = 0.0);
+            v[i] = 1.0;
+            return;
+        }
+        tau = (active.iter().map(|&i| v[i]).sum::<f64>() - 1.0) / active.len() as f64;
+        if active.len() == before {
+            break;
+        }
+    }
+    v.iter_mut().for_each(|x| *x = (*x - tau).max(0.0));
+}
+
+/// A fresh dictionary over `n` terms: each topic a random positive vector (uniform in
+/// [0.5, 1.5) plus `data_weight` × the given term frequencies `tf` normalised), on the simplex.
+pub fn init_dictionary(
+    n: usize,
+    k: usize,
+    tf: &[f64],
+    data_weight: f64,
+    rng: &mut ChaCha8Rng,
+) -> Array2<f32> {
+    let tot: f64 = tf.iter().sum::<f64>().max(1e-300);
+    let mut b = Array2::<f32>::zeros((n, k));
+    for j in 0..k {
+        let mut col: Vec<f64> = (0..n)
+            .map(|i| {
+                let u: f64 = rng.random_range(0.5..1.5);
+                u / n as f64 + data_weight * u * tf.get(i).copied().unwrap_or(0.0) / tot
+            })
+            .collect();
+        let s: f64 = col.iter().sum();
+        col.iter_mut().for_each(|x| *x /= s);
+        for (i, x) in col.into_iter().enumerate() {
+            b[[i, j]] = x as f32;
+        }
+    }
+    b
+}
+
+/// Apply a vocabulary change to β: surviving rows move to their new ids, evicted rows are
+/// dropped, new rows get `new_mass` / new_len each, then every topic is renormalised to sum 1.
+/// With no topic mass left (all rows evicted) a topic becomes uniform.
+pub fn remap_dictionary(beta: &Array2<f32>, remap: &Remap, new_mass: f64) -> Array2<f32> {
+    let k = beta.ncols();
+    let n = remap.new_len;
+    let mut filled = vec![false; n];
+    let mut out = Array2::<f64>::zeros((n, k));
+    for r in 0..remap.old_len.min(beta.nrows()) {
+        if let Some(nr) = remap.get(r) {
+            filled[nr] = true;
+            for j in 0..k {
+                out[[nr, j]] = beta[[r, j]] as f64;
+            }
+        }
+    }
+    let fresh = new_mass / n.max(1) as f64;
+    for (i, f) in filled.iter().enumerate() {
+        if !f {
+            out.row_mut(i).fill(fresh);
+        }
+    }
+    normalise_columns(out)
+}
+
+fn normalise_columns(mut out: Array2<f64>) -> Array2<f32> {
+    let n = out.nrows();
+    for mut col in out.columns_mut() {
+        let s: f64 = col.sum();
+        if s > 0.0 && s.is_finite() {
+            col.mapv_inplace(|x| x / s);
+        } else if n > 0 {
+            col.fill(1.0 / n as f64);
+        }
+    }
+    out.mapv(|x| x as f32)
+}
+
+/// The mini-batch gradient ĝ = (1/M) Σ_d ∇_β ℓ(s_d, β), only on the batch's terms: a map
+/// term id → K-vector. `docs` pairs each document's term ids with its counts and codes.
+pub fn gradient(docs: &[(&[u32], &[f64], &DocCode)], k: usize) -> BTreeMap<u32, Vec<f64>> {
+    let mut g: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    let m = docs.len().max(1) as f64;
+    for (ids, w, code) in docs {
+        for (n, &id) in ids.iter().enumerate() {
+            let f = (1.0 - w[n] / code.nu[n]) / m;
+            let row = g.entry(id).or_insert_with(|| vec![0.0; k]);
+            for (r, &s) in row.iter_mut().zip(&code.s[n * k..(n + 1) * k]) {
+                *r += s * f;
+            }
+        }
+    }
+    g
+}
+
+/// One projected-gradient step β ← Π_P(β − α ĝ) on every topic. Returns the new dictionary.
+///
+/// With `normalise`, each topic's gradient is divided by its ℓ1 norm first, so α is the ℓ1
+/// mass a step can move (≤ α per topic): the raw Poisson gradient s(1 − w/ν) scales like
+/// 1/β and makes a fixed τ₀ either inert or collapsing on real vocabularies.
+pub fn update(
+    beta: &Array2<f32>,
+    grad: &BTreeMap<u32, Vec<f64>>,
+    alpha: f64,
+    normalise: bool,
+) -> Array2<f32> {
+    let (n, k) = beta.dim();
+    let mut out = beta.clone();
+    let mut col = vec![0.0f64; n];
+    for j in 0..k {
+        for (i, c) in col.iter_mut().enumerate() {
+            *c = beta[[i, j]] as f64;
+        }
+        let scale = if normalise {
+            let l1: f64 = grad.values().map(|g| g[j].abs()).sum();
+            if l1 > 0.0 && l1.is_finite() {
+                1.0 / l1
+            } else {
+                0.0
+            }
+        } else {
+            1.0
+        };
+        for (&id, g) in grad {
+            col[id as usize] -= alpha * scale * g[j];
+        }
+        project_simplex(&mut col);
+        for (i, &c) in col.iter().enumerate() {
+            out[[i, j]] = c as f32;
+        }
+    }
+    out
+}
+
+/// Check a stored dictionary: finite, ≥ 0, each topic summing to 1 within [`SIMPLEX_TOL`].
+/// Returns a description of the first violation.
+pub fn check_dictionary(beta: &Array2<f32>) -> Result<(), String> {
+    if beta.iter().any(|v| !v.is_finite()) {
+        return Err("non-finite".into());
+    }
+    if beta.iter().any(|&v| v < 0.0) {
+        return Err("a negative entry".into());
+    }
+    if beta.nrows() == 0 {
+        return Ok(());
+    }
+    for (j, col) in beta.columns().into_iter().enumerate() {
+        let s: f64 = col.iter().map(|&v| v as f64).sum();
+        if (s - 1.0).abs() > SIMPLEX_TOL {
+            return Err(format!("topic {j} sums to {s}, not 1"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn projection_of_a_simplex_point_is_identity() {
+        let mut v = vec![0.2, 0.3, 0.5];
+        project_simplex(&mut v);
+        assert!((v[0] - 0.2).abs() < 1e-15 && (v[2] - 0.5).abs() < 1e-15);
+    }
+}

@@ -1,0 +1,796 @@
+//! The streaming OSTC model: one timestep is a pure function (model, batch) → (model, output).
+//!
+//! A timestep: tokenize; observe the vocabulary (new terms get a small uniform mass in every
+//! topic, evicted terms' rows are dropped, topics renormalised); code every document under the
+//! current β and score it; threshold the scores; then learn: `passes` sweeps over the batch in
+//! seeded random mini-batches of `batch_size` documents, each one projected-gradient step
+//! β ← Π_P(β − α_t ĝ) with α_t = τ₀/(t + τ) (t counts mini-batch updates over the model's life).
+//! The first batch with a non-empty document initialises β and is the bootstrap batch (never
+//! novel, `bootstrap_passes` sweeps).
+//!
+//! Score: r = f(s, θ) / Σ_n w_n, the coding objective per token (nats, ≥ 0, see
+//! [`crate::ostc::coding`]), mapped to [0, 1) by r / (1 + r) so that the score histogram of
+//! [`crate::threshold`] applies. Larger = worse explained by the topics = more novel.
+//!
+//! Numerics: β is stored as `f32` (N × K), all arithmetic in `f64`; documents are coded in
+//! parallel with rayon but every reduction runs in document order, so results do not depend on
+//! the thread count.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use ndarray::Array2;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::detector::{EngineError, StepStats, Verdict};
+use crate::ostc::coding::{code_doc, code_doc_collapsed, CodeParams, DocBlock, DocCode};
+use crate::ostc::dictionary::{
+    check_dictionary, gradient, init_dictionary, learning_rate, remap_dictionary, update,
+};
+use crate::params::{ParamsError, TextParams};
+use crate::text::{Tokenizer, Vocabulary};
+use crate::threshold::{decide, ScoreHistory, ThresholdRule, BINS};
+use crate::topics::{Topic, TopicKind};
+use crate::StepOutput;
+
+/// Every parameter of an OSTC model. Fixed when a store is created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OstcParams {
+    /// Seed of every random choice (initial β, mini-batch order).
+    pub seed: u64,
+    pub text: TextParams,
+    /// Topics K, 1..=10 000. Default 60 (paper's 20NG setting).
+    pub k: usize,
+    /// Laplace prior on word codes ρ ≥ 0. Default 0.1 (paper's 20NG setting).
+    pub rho: f64,
+    /// Gaussian coupling γ > 0 (λ = γ). Default 0.01 (paper's 20NG setting).
+    pub gamma: f64,
+    /// Poisson mean offset ε, in (0, 1). Default 1e-6.
+    pub eps: f64,
+    /// Learning-rate numerator τ₀ > 0.
+    pub tau0: f64,
+    /// Learning-rate offset τ > 0 (paper: 10).
+    pub tau: f64,
+    /// Divide each topic's mini-batch gradient by its ℓ1 norm (α_t is then the ℓ1 mass one
+    /// step may move). `false` is the paper's raw step, whose scale grows like 1/β.
+    pub normalise_step: bool,
+    /// Mini-batch size M ≥ 1 (paper: 16–256).
+    pub batch_size: usize,
+    /// Sweeps over each incoming batch (≥ 1).
+    pub passes: u32,
+    /// Sweeps over the bootstrap batch (≥ 1).
+    pub bootstrap_passes: u32,
+    /// Coordinate-descent sweeps per document (≥ 1) and relative objective tolerance (≥ 0).
+    pub sweeps: u32,
+    pub tol: f64,
+    /// Collapsed STC (θ marginalised, coupled word codes) instead of hierarchical STC.
+    pub collapsed: bool,
+    /// Total mass (before renormalising) a topic gives to the terms new in a batch, spread
+    /// uniformly over the vocabulary size: each new term starts at `new_term_mass / N`. In [0, 1].
+    pub new_term_mass: f64,
+    /// Weight of the first batch's term frequencies in the initial topics (≥ 0).
+    pub init_data_weight: f64,
+    pub threshold: ThresholdRule,
+    /// Terms per topic (≥ 1) and why-terms per verdict.
+    pub top_terms: usize,
+    pub why_terms: usize,
+    /// Novel documents a dominant topic needs to be reported (≥ 1).
+    pub min_support: usize,
+    /// Representative documents per topic.
+    pub representatives: usize,
+}
+
+impl Default for OstcParams {
+    fn default() -> Self {
+        OstcParams {
+            seed: 0,
+            text: TextParams::default(),
+            k: 60,
+            rho: 0.1,
+            gamma: 0.01,
+            eps: 1e-6,
+            tau0: 0.05,
+            tau: 10.0,
+            normalise_step: true,
+            batch_size: 64,
+            passes: 1,
+            bootstrap_passes: 3,
+            sweeps: 20,
+            tol: 1e-4,
+            collapsed: false,
+            new_term_mass: 0.1,
+            init_data_weight: 5.0,
+            threshold: ThresholdRule::default_adaptive(),
+            top_terms: 10,
+            why_terms: 10,
+            min_support: 2,
+            representatives: 3,
+        }
+    }
+}
+
+impl OstcParams {
+    /// The coding parameters.
+    pub fn code(&self) -> CodeParams {
+        CodeParams {
+            rho: self.rho,
+            gamma: self.gamma,
+            eps: self.eps,
+            sweeps: self.sweeps,
+            tol: self.tol,
+        }
+    }
+
+    /// Check every field; the error names it as `ostc.<field>`.
+    pub fn validate(&self) -> Result<(), ParamsError> {
+        fn check(
+            ok: bool,
+            field: &'static str,
+            want: &'static str,
+            got: String,
+        ) -> Result<(), ParamsError> {
+            if ok {
+                Ok(())
+            } else {
+                Err(ParamsError::OutOfRange { field, want, got })
+            }
+        }
+        let pos = |x: f64| x.is_finite() && x > 0.0;
+        check(
+            (1..=10_000).contains(&self.k),
+            "ostc.k",
+            "an integer in 1..=10000",
+            self.k.to_string(),
+        )?;
+        check(
+            self.rho.is_finite() && self.rho >= 0.0,
+            "ostc.rho",
+            "a finite number ≥ 0",
+            self.rho.to_string(),
+        )?;
+        check(
+            pos(self.gamma),
+            "ostc.gamma",
+            "a finite number > 0",
+            self.gamma.to_string(),
+        )?;
+        check(
+            pos(self.eps) && self.eps < 1.0,
+            "ostc.eps",
+            "a number in (0, 1)",
+            self.eps.to_string(),
+        )?;
+        check(
+            pos(self.tau0),
+            "ostc.tau0",
+            "a finite number > 0",
+            self.tau0.to_string(),
+        )?;
+        check(
+            pos(self.tau),
+            "ostc.tau",
+            "a finite number > 0",
+            self.tau.to_string(),
+        )?;
+        check(
+            self.batch_size >= 1,
+            "ostc.batch_size",
+            "≥ 1",
+            self.batch_size.to_string(),
+        )?;
+        check(
+            self.passes >= 1,
+            "ostc.passes",
+            "≥ 1",
+            self.passes.to_string(),
+        )?;
+        check(
+            self.bootstrap_passes >= 1,
+            "ostc.bootstrap_passes",
+            "≥ 1",
+            self.bootstrap_passes.to_string(),
+        )?;
+        check(
+            self.sweeps >= 1,
+            "ostc.sweeps",
+            "≥ 1",
+            self.sweeps.to_string(),
+        )?;
+        check(
+            self.tol.is_finite() && self.tol >= 0.0,
+            "ostc.tol",
+            "a finite number ≥ 0",
+            self.tol.to_string(),
+        )?;
+        check(
+            (0.0..=1.0).contains(&self.new_term_mass),
+            "ostc.new_term_mass",
+            "a number in [0, 1]",
+            self.new_term_mass.to_string(),
+        )?;
+        check(
+            self.init_data_weight.is_finite() && self.init_data_weight >= 0.0,
+            "ostc.init_data_weight",
+            "a finite number ≥ 0",
+            self.init_data_weight.to_string(),
+        )?;
+        check(
+            self.top_terms >= 1,
+            "ostc.top_terms",
+            "≥ 1",
+            self.top_terms.to_string(),
+        )?;
+        check(
+            self.min_support >= 1,
+            "ostc.min_support",
+            "≥ 1",
+            self.min_support.to_string(),
+        )?;
+        let t = &self.text;
+        check(
+            t.max_terms >= 10,
+            "ostc.text.max_terms",
+            "≥ 10",
+            t.max_terms.to_string(),
+        )?;
+        check(
+            t.min_token_len >= 1 && t.min_token_len <= t.max_token_len,
+            "ostc.text.min_token_len",
+            "1 ≤ min_token_len ≤ max_token_len",
+            format!("{}..{}", t.min_token_len, t.max_token_len),
+        )?;
+        match self.threshold {
+            ThresholdRule::Fixed { zeta } => check(
+                zeta.is_finite(),
+                "ostc.threshold.zeta",
+                "finite",
+                zeta.to_string(),
+            ),
+            ThresholdRule::TopFraction { fraction } => check(
+                fraction > 0.0 && fraction <= 1.0,
+                "ostc.threshold.fraction",
+                "a number in (0, 1]",
+                fraction.to_string(),
+            ),
+            ThresholdRule::Adaptive {
+                quantile,
+                half_life,
+            } => {
+                check(
+                    (0.0..=1.0).contains(&quantile),
+                    "ostc.threshold.quantile",
+                    "a number in [0, 1]",
+                    quantile.to_string(),
+                )?;
+                check(
+                    half_life.is_finite() && half_life >= 0.0,
+                    "ostc.threshold.half_life",
+                    "a finite number ≥ 0",
+                    half_life.to_string(),
+                )
+            }
+        }
+    }
+}
+
+/// Map a per-token objective r ≥ 0 to the score r / (1 + r) ∈ [0, 1).
+pub fn score_of(per_token: f64) -> f64 {
+    let r = per_token.max(0.0);
+    r / (1.0 + r)
+}
+
+/// Gather the document block (counts and β rows as f64) of one (id, count) list.
+pub fn doc_block(counts: &[(u32, u32)], beta: &Array2<f32>) -> DocBlock {
+    let k = beta.ncols();
+    let mut b = Vec::with_capacity(counts.len() * k);
+    for &(id, _) in counts {
+        b.extend(beta.row(id as usize).iter().map(|&v| v as f64));
+    }
+    DocBlock {
+        w: counts.iter().map(|&(_, c)| c as f64).collect(),
+        beta: b,
+        k,
+    }
+}
+
+/// Code one document (STC or collapsed per `collapsed`).
+pub fn code_counts(
+    counts: &[(u32, u32)],
+    beta: &Array2<f32>,
+    p: &CodeParams,
+    collapsed: bool,
+) -> DocCode {
+    let blk = doc_block(counts, beta);
+    if collapsed {
+        code_doc_collapsed(&blk, p)
+    } else {
+        code_doc(&blk, p)
+    }
+}
+
+/// `passes` sweeps of online learning over `docs` (lists of (id, count)) in seeded random
+/// mini-batches of `m`; `t` is the running update counter (advanced). Pure in β.
+#[allow(clippy::too_many_arguments)]
+pub fn learn(
+    beta: &Array2<f32>,
+    docs: &[&[(u32, u32)]],
+    p: &CodeParams,
+    collapsed: bool,
+    m: usize,
+    passes: u32,
+    (tau0, tau): (f64, f64),
+    normalise: bool,
+    t: &mut u64,
+    rng: &mut ChaCha8Rng,
+) -> Array2<f32> {
+    let mut beta = beta.clone();
+    let mut order: Vec<usize> = (0..docs.len()).filter(|&i| !docs[i].is_empty()).collect();
+    if order.is_empty() {
+        return beta;
+    }
+    for _ in 0..passes {
+        order.shuffle(rng);
+        for chunk in order.chunks(m.max(1)) {
+            let codes: Vec<DocCode> = chunk
+                .par_iter()
+                .map(|&i| code_counts(docs[i], &beta, p, collapsed))
+                .collect();
+            let ids: Vec<Vec<u32>> = chunk
+                .iter()
+                .map(|&i| docs[i].iter().map(|c| c.0).collect())
+                .collect();
+            let ws: Vec<Vec<f64>> = chunk
+                .iter()
+                .map(|&i| docs[i].iter().map(|c| c.1 as f64).collect())
+                .collect();
+            let parts: Vec<(&[u32], &[f64], &DocCode)> = (0..chunk.len())
+                .map(|j| (ids[j].as_slice(), ws[j].as_slice(), &codes[j]))
+                .collect();
+            let g = gradient(&parts, beta.ncols());
+            beta = update(&beta, &g, learning_rate(*t, tau0, tau), normalise);
+            *t += 1;
+        }
+    }
+    beta
+}
+
+/// Persisted counters of the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Meta {
+    version: u32,
+    timestep: u64,
+    updates: u64,
+    initialised: bool,
+    k: usize,
+    terms: usize,
+}
+
+/// The streaming OSTC model. Invariants: `beta` is `vocab.len() × params.k` (or 0 × k before
+/// the first non-empty document), finite, every topic on the simplex within
+/// [`crate::ostc::dictionary::SIMPLEX_TOL`]; `history` has [`BINS`] finite weights.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OstcModel {
+    params: OstcParams,
+    vocab: Vocabulary,
+    beta: Array2<f32>,
+    history: ScoreHistory,
+    timestep: u64,
+    /// Mini-batch updates carried out (t of α_t).
+    updates: u64,
+    initialised: bool,
+}
+
+impl OstcModel {
+    pub fn new(params: OstcParams) -> Result<OstcModel, ParamsError> {
+        params.validate()?;
+        Ok(OstcModel {
+            vocab: Vocabulary::new(params.text.max_terms),
+            beta: Array2::zeros((0, params.k)),
+            history: ScoreHistory::default(),
+            timestep: 0,
+            updates: 0,
+            initialised: false,
+            params,
+        })
+    }
+    pub fn params(&self) -> &OstcParams {
+        &self.params
+    }
+    /// Index the next batch gets (0 before the first).
+    pub fn timestep(&self) -> u64 {
+        self.timestep
+    }
+    pub fn vocab(&self) -> &Vocabulary {
+        &self.vocab
+    }
+    /// β, N × K (row = term, column = topic on the simplex).
+    pub fn beta(&self) -> &Array2<f32> {
+        &self.beta
+    }
+    pub fn history(&self) -> &ScoreHistory {
+        &self.history
+    }
+    /// Mini-batch updates so far.
+    pub fn updates(&self) -> u64 {
+        self.updates
+    }
+
+    fn tokenizer(&self) -> Tokenizer {
+        let t = &self.params.text;
+        Tokenizer::new(
+            t.min_token_len,
+            t.max_token_len,
+            t.builtin_stop_words,
+            &t.extra_stop_words,
+        )
+    }
+
+    /// Process one batch. Pure: `self` is not modified.
+    pub fn step(&self, texts: &[&str]) -> Result<(OstcModel, StepOutput), EngineError> {
+        let t0 = Instant::now();
+        let p = &self.params;
+        let cp = p.code();
+        let tok = self.tokenizer();
+        let tokens: Vec<Vec<String>> = texts.iter().map(|d| tok.tokens(d)).collect();
+        let mut vocab = self.vocab.clone();
+        let (counts, change) = vocab.observe(&tokens, self.timestep);
+        let n = texts.len();
+        let eligible: Vec<bool> = counts.iter().map(|c| !c.is_empty()).collect();
+        let any_doc = eligible.iter().any(|&e| e);
+        let is_bootstrap = !self.initialised && any_doc;
+        let mut rng =
+            ChaCha8Rng::seed_from_u64(p.seed ^ self.timestep.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let beta = if is_bootstrap {
+            let mut tf = vec![0.0; vocab.len()];
+            for c in &counts {
+                for &(id, w) in c {
+                    tf[id as usize] += w as f64;
+                }
+            }
+            init_dictionary(vocab.len(), p.k, &tf, p.init_data_weight, &mut rng)
+        } else if self.initialised {
+            remap_dictionary(&self.beta, &change.remap, p.new_term_mass)
+        } else {
+            Array2::zeros((0, p.k))
+        };
+        let mut stats = StepStats {
+            timestep: self.timestep,
+            docs: n,
+            empty: eligible.iter().filter(|&&e| !e).count(),
+            new_terms: change.added,
+            evicted_terms: change.evicted,
+            vocabulary: vocab.len(),
+            bootstrap: is_bootstrap,
+            atoms: p.k,
+            seconds_vectorize: t0.elapsed().as_secs_f64(),
+            ..Default::default()
+        };
+
+        // Score every document under β_t (before learning from the batch).
+        let t1 = Instant::now();
+        let codes: Vec<Option<DocCode>> = counts
+            .par_iter()
+            .map(|c| (!c.is_empty()).then(|| code_counts(c, &beta, &cp, p.collapsed)))
+            .collect();
+        let scores: Vec<f64> = codes
+            .iter()
+            .zip(&counts)
+            .map(|(c, cnt)| match c {
+                Some(c) => {
+                    let tokens: f64 = cnt.iter().map(|&(_, w)| w as f64).sum();
+                    score_of(c.objective / tokens)
+                }
+                None => 0.0,
+            })
+            .collect();
+        if scores.iter().any(|s| !s.is_finite()) {
+            return Err(EngineError::NonFinite("scores"));
+        }
+        stats.seconds_coding = t1.elapsed().as_secs_f64();
+        let (novel, thr) = if !self.initialised || is_bootstrap {
+            (vec![false; n], f64::INFINITY)
+        } else {
+            decide(&p.threshold, &self.history, &scores, &eligible)
+        };
+        stats.threshold = thr.is_finite().then_some(thr);
+        let mut history = self.history.clone();
+        let kept: Vec<f64> = scores
+            .iter()
+            .zip(&eligible)
+            .filter(|(_, &e)| e)
+            .map(|(&s, _)| s)
+            .collect();
+        if self.initialised && !kept.is_empty() {
+            let half_life = match p.threshold {
+                ThresholdRule::Adaptive { half_life, .. } => half_life,
+                _ => 0.0,
+            };
+            history.update(&kept, half_life);
+        }
+
+        // Learn from the batch.
+        let t2 = Instant::now();
+        let mut updates = self.updates;
+        let initialised = self.initialised || any_doc;
+        let beta = if initialised && any_doc {
+            let docs: Vec<&[(u32, u32)]> = counts.iter().map(|c| c.as_slice()).collect();
+            let passes = if is_bootstrap {
+                p.bootstrap_passes
+            } else {
+                p.passes
+            };
+            learn(
+                &beta,
+                &docs,
+                &cp,
+                p.collapsed,
+                p.batch_size,
+                passes,
+                (p.tau0, p.tau),
+                p.normalise_step,
+                &mut updates,
+                &mut rng,
+            )
+        } else {
+            beta
+        };
+        if beta.iter().any(|v| !v.is_finite()) {
+            return Err(EngineError::NonFinite("topic dictionary β"));
+        }
+        stats.seconds_update = t2.elapsed().as_secs_f64();
+
+        // Topics: novel documents grouped by their dominant topic (argmax θ under β_t).
+        let t3 = Instant::now();
+        let dominant: Vec<Option<usize>> = codes
+            .iter()
+            .map(|c| {
+                c.as_ref().and_then(|c| {
+                    let (j, &v) = c
+                        .theta
+                        .iter()
+                        .enumerate()
+                        .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)))?;
+                    (v > 0.0).then_some(j)
+                })
+            })
+            .collect();
+        let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for j in 0..n {
+            if novel[j] {
+                if let Some(k) = dominant[j] {
+                    groups.entry(k).or_default().push(j);
+                }
+            }
+        }
+        let mut topics: Vec<Topic> = groups
+            .into_iter()
+            .filter(|(_, m)| m.len() >= p.min_support)
+            .map(|(k, members)| {
+                let mut terms: Vec<(u32, f32)> = beta
+                    .column(k)
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| (i as u32, v))
+                    .collect();
+                terms.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                terms.truncate(p.top_terms);
+                let mut reps = members.clone();
+                let th = |j: usize| codes[j].as_ref().map_or(0.0, |c| c.theta[k]);
+                reps.sort_by(|&a, &b| th(b).total_cmp(&th(a)).then(a.cmp(&b)));
+                reps.truncate(p.representatives);
+                let mean_score =
+                    members.iter().map(|&j| scores[j]).sum::<f64>() / members.len() as f64;
+                Topic {
+                    atom: k as u32,
+                    strength: members.len() as f64 / n.max(1) as f64,
+                    members,
+                    terms,
+                    atom_vector: Vec::new(),
+                    representatives: reps,
+                    mean_score,
+                    kind: TopicKind::Emerging,
+                    profile: Vec::new(),
+                }
+            })
+            .collect();
+        topics.sort_by(|a, b| {
+            b.members
+                .len()
+                .cmp(&a.members.len())
+                .then(a.atom.cmp(&b.atom))
+        });
+        stats.topics = topics.len();
+        stats.seconds_topics = t3.elapsed().as_secs_f64();
+
+        let coded: Vec<&DocCode> = codes.iter().flatten().collect();
+        let nk = coded.len().max(1) as f64;
+        stats.mean_iterations = coded.iter().map(|c| c.sweeps as f64).sum::<f64>() / nk;
+        stats.mean_code_nnz = coded
+            .iter()
+            .map(|c| c.theta.iter().filter(|&&v| v > 0.0).count() as f64)
+            .sum::<f64>()
+            / nk;
+        stats.atoms_used = (0..p.k)
+            .filter(|&k| coded.iter().any(|c| c.theta[k] > 0.0))
+            .count();
+        stats.novel = novel.iter().filter(|&&b| b).count();
+
+        let verdicts = (0..n)
+            .map(|j| {
+                let terms = match &codes[j] {
+                    Some(c) => {
+                        let w: Vec<f64> = counts[j].iter().map(|&(_, w)| w as f64).collect();
+                        let mut l: Vec<(u32, f64)> = counts[j]
+                            .iter()
+                            .map(|c| c.0)
+                            .zip(c.word_losses(&w))
+                            .collect();
+                        l.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                        l.truncate(p.why_terms);
+                        l.into_iter()
+                            .map(|(id, v)| (vocab.term(id).to_string(), v))
+                            .collect()
+                    }
+                    None => Vec::new(),
+                };
+                Verdict {
+                    score: scores[j],
+                    novel: novel[j],
+                    bootstrap: is_bootstrap,
+                    empty: !eligible[j],
+                    at_ceiling: false,
+                    terms,
+                }
+            })
+            .collect();
+        let model = OstcModel {
+            params: self.params.clone(),
+            vocab,
+            beta,
+            history,
+            timestep: self.timestep + 1,
+            updates,
+            initialised,
+        };
+        Ok((
+            model,
+            StepOutput {
+                verdicts,
+                vectors: Vec::new(),
+                codes: Vec::new(),
+                topics,
+                stats,
+            },
+        ))
+    }
+
+    /// The persisted state as named parts (postcard): `meta`, `vocab`, `beta`, `history`. A part
+    /// whose content did not change encodes to identical bytes.
+    pub fn state_parts(&self) -> Vec<(String, Vec<u8>)> {
+        let meta = Meta {
+            version: 1,
+            timestep: self.timestep,
+            updates: self.updates,
+            initialised: self.initialised,
+            k: self.beta.ncols(),
+            terms: self.beta.nrows(),
+        };
+        let enc = |v: &dyn erased::Enc| v.enc();
+        vec![
+            ("meta".to_string(), enc(&meta)),
+            ("vocab".to_string(), enc(&self.vocab)),
+            (
+                "beta".to_string(),
+                enc(&(
+                    self.beta.nrows() as u64,
+                    self.beta.ncols() as u64,
+                    self.beta.iter().copied().collect::<Vec<f32>>(),
+                )),
+            ),
+            ("history".to_string(), enc(&self.history)),
+        ]
+    }
+
+    /// Rebuild from [`OstcModel::state_parts`], checking every invariant.
+    pub fn from_state_parts(
+        params: OstcParams,
+        parts: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<OstcModel, EngineError> {
+        params.validate()?;
+        fn get<'a>(
+            parts: &'a BTreeMap<String, Vec<u8>>,
+            name: &str,
+        ) -> Result<&'a [u8], EngineError> {
+            parts
+                .get(name)
+                .map(|v| v.as_slice())
+                .ok_or_else(|| EngineError::Inconsistent(format!("missing state part `{name}`")))
+        }
+        fn dec<T: for<'de> Deserialize<'de>>(b: &[u8], name: &str) -> Result<T, EngineError> {
+            postcard::from_bytes(b).map_err(|e| {
+                EngineError::Inconsistent(format!("state part `{name}` does not decode: {e}"))
+            })
+        }
+        let meta: Meta = dec(get(parts, "meta")?, "meta")?;
+        if meta.version != 1 {
+            return Err(EngineError::Inconsistent(format!(
+                "state part `meta` has version {}, expected 1",
+                meta.version
+            )));
+        }
+        let vocab: Vocabulary = dec(get(parts, "vocab")?, "vocab")?;
+        let (rows, cols, data): (u64, u64, Vec<f32>) = dec(get(parts, "beta")?, "beta")?;
+        let history: ScoreHistory = dec(get(parts, "history")?, "history")?;
+        let bad = |s: String| Err(EngineError::Inconsistent(s));
+        if cols as usize != params.k || meta.k != params.k {
+            return bad(format!(
+                "state part `beta` has {cols} topics, the parameters say k = {}",
+                params.k
+            ));
+        }
+        if (rows as usize) != meta.terms || data.len() as u64 != rows * cols {
+            return bad(format!(
+                "state part `beta` has {} values for {rows} × {cols}",
+                data.len()
+            ));
+        }
+        let expect_rows = if meta.initialised { vocab.len() } else { 0 };
+        if rows as usize != expect_rows {
+            return bad(format!(
+                "state part `beta` has {rows} term rows, the vocabulary has {} terms",
+                vocab.len()
+            ));
+        }
+        if data.iter().any(|v| !v.is_finite()) {
+            return Err(EngineError::NonFinite("state part `beta`"));
+        }
+        let beta = Array2::from_shape_vec((rows as usize, cols as usize), data)
+            .map_err(|e| EngineError::Inconsistent(format!("state part `beta`: {e}")))?;
+        if let Err(e) = check_dictionary(&beta) {
+            return bad(format!("state part `beta` is not a topic dictionary: {e}"));
+        }
+        if history.weights.len() != BINS {
+            return bad(format!(
+                "state part `history` has {} bins, expected {BINS}",
+                history.weights.len()
+            ));
+        }
+        if history.weights.iter().any(|w| !w.is_finite() || *w < 0.0) || !history.total.is_finite()
+        {
+            return Err(EngineError::NonFinite("state part `history`"));
+        }
+        if vocab.max_terms() != params.text.max_terms {
+            return bad(format!(
+                "state part `vocab` has bound {}, the parameters say {}",
+                vocab.max_terms(),
+                params.text.max_terms
+            ));
+        }
+        Ok(OstcModel {
+            params,
+            vocab,
+            beta,
+            history,
+            timestep: meta.timestep,
+            updates: meta.updates,
+            initialised: meta.initialised,
+        })
+    }
+}
+
+mod erased {
+    /// Object-safe postcard encoding (postcard of a `Serialize` value cannot fail for these
+    /// types: no maps with non-string keys, no unsupported features).
+    pub trait Enc {
+        fn enc(&self) -> Vec<u8>;
+    }
+    impl<T: serde::Serialize> Enc for T {
+        fn enc(&self) -> Vec<u8> {
+            postcard::to_allocvec(self).expect("postcard encodes plain data")
+        }
+    }
+}
