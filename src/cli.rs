@@ -128,7 +128,6 @@ impl ParamArgs {
                     p.threshold = parse_threshold(t)?;
                 }
             }
-            #[allow(unreachable_patterns)]
             other => {
                 if l1_flag {
                     return Err(format!(

@@ -295,7 +295,6 @@ impl Store {
         let req = requested.map(|p| ModelParams::L1(p.clone()));
         match self.engine(req.as_ref())? {
             Engine::L1(m) => Ok(*m),
-            #[allow(unreachable_patterns)]
             other => Err(StoreError::Conflict {
                 dir: self.dir_string(),
                 fields: format!("model (store: {}, requested: l1)", other.kind()),
@@ -315,11 +314,12 @@ impl Store {
     fn load_engine(&mut self, params: ModelParams) -> Result<Engine> {
         match params {
             ModelParams::L1(p) => Ok(Engine::L1(Box::new(self.load_model(p)?))),
+            ModelParams::Dnmf(p) => Ok(Engine::Dnmf(Box::new(self.load_parts(p)?))),
+            ModelParams::Ostc(p) => Ok(Engine::Ostc(Box::new(self.load_parts(p)?))),
         }
     }
 
     /// Load a [`PartsModel`] from the `parts` tree (a new one when no timestep was committed).
-    #[allow(dead_code)]
     fn load_parts<M: PartsModel>(&mut self, params: M::Params) -> Result<M> {
         let model_err = |store: &Store, source: EngineError| StoreError::Model {
             dir: store.dir_string(),
@@ -448,6 +448,18 @@ impl Store {
         ];
         match engine {
             Engine::L1(model) => l1_state(model, now, &mut state),
+            Engine::Dnmf(model) => parts_state(
+                model.as_ref(),
+                write.record.stats.atoms as u64,
+                now,
+                &mut state,
+            ),
+            Engine::Ostc(model) => parts_state(
+                model.as_ref(),
+                write.record.stats.atoms as u64,
+                now,
+                &mut state,
+            ),
         }
         // 2. Diff against what is stored.
         let mut ops: Vec<(usize, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
@@ -645,7 +657,6 @@ fn l1_state(model: &Model, now: i64, state: &mut Vec<(ChunkKey, Vec<u8>)>) {
 }
 
 /// A [`PartsModel`]'s state chunks (the `parts` tree and `meta/state`).
-#[allow(dead_code)]
 fn parts_state<M: PartsModel>(
     model: &M,
     atoms: u64,

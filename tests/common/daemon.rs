@@ -215,6 +215,20 @@ pub fn jsonl(out: &str) -> Vec<serde_json::Value> {
 /// Kill -9 the daemon at random moments while it ingests, restart, repeat; the outcome must
 /// equal an uninterrupted run.
 pub fn crash_cycles(cycles: usize, files: usize, docs: usize, seed: u64) -> CrashReport {
+    crash_cycles_with(cycles, files, docs, seed, &["--k", "60"], 100..700)
+}
+
+/// [`crash_cycles`] for a store created with `model_args` (e.g. `--model dnmf`), each daemon
+/// killed after a random number of milliseconds in `window` (size it to the model's batch
+/// time so that kills land both between and during ingests).
+pub fn crash_cycles_with(
+    cycles: usize,
+    files: usize,
+    docs: usize,
+    seed: u64,
+    model_args: &[&str],
+    window: std::ops::Range<u64>,
+) -> CrashReport {
     let d = Dirs::new();
     let names: Vec<String> = (0..files).map(|i| format!("{i:03}.jsonl")).collect();
     let contents: Vec<String> = (0..files)
@@ -250,13 +264,8 @@ pub fn crash_cycles(cycles: usize, files: usize, docs: usize, seed: u64) -> Cras
     let ref_store = d.tmp.path().join("ref").display().to_string();
     let ref_dir = d.tmp.path().join("ref-files");
     std::fs::create_dir_all(&ref_dir).unwrap();
-    let mut args = vec![
-        "ingest".to_string(),
-        "--store".into(),
-        ref_store.clone(),
-        "--k".into(),
-        "60".into(),
-    ];
+    let mut args = vec!["ingest".to_string(), "--store".into(), ref_store.clone()];
+    args.extend(model_args.iter().map(|a| a.to_string()));
     for (_, n) in &order {
         let p = ref_dir.join(n);
         std::fs::copy(d.inbox().join(n), &p).unwrap();
@@ -273,8 +282,8 @@ pub fn crash_cycles(cycles: usize, files: usize, docs: usize, seed: u64) -> Cras
         if files_in(&d.processed()).len() == files {
             break;
         }
-        let daemon = Daemon::start(&d, &["--k", "60"]);
-        std::thread::sleep(Duration::from_millis(rng.random_range(100..700)));
+        let daemon = Daemon::start(&d, model_args);
+        std::thread::sleep(Duration::from_millis(rng.random_range(window.clone())));
         daemon.kill9();
         kills += 1;
         let done = files_in(&d.processed()).len();
