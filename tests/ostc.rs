@@ -275,7 +275,7 @@ fn small_params(seed: u64, k: usize) -> OstcParams {
         gamma: 0.1,
         rho: 0.1,
         tau0: 0.01,
-        normalise_step: false,
+        step_rule: novad::ostc::dictionary::StepRule::Raw,
         batch_size: 16,
         passes: 3,
         bootstrap_passes: 10,
