@@ -478,3 +478,16 @@ fn deterministic_and_independent_of_thread_count() {
     assert_eq!(c, run(1, true));
     assert_ne!(a.1, c.1, "the collapsed variant codes differently");
 }
+
+#[test]
+fn default_params_are_valid_and_survive_toml() {
+    let p = OstcParams::default();
+    p.validate().unwrap();
+    let s = toml::to_string(&p).unwrap();
+    let back: OstcParams = toml::from_str(&s).unwrap();
+    assert_eq!(back, p);
+    let mut q = p.clone();
+    q.batch_size = 0;
+    let e = q.validate().unwrap_err().to_string();
+    assert!(e.contains("ostc.batch_size"), "{e}");
+}
