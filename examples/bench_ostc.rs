@@ -51,4 +51,27 @@ fn main() {
         );
         m = n;
     }
+    // the five topics with the most mass on their top 10 terms
+    let b = m.beta();
+    let mut tops: Vec<(f64, String)> = (0..b.ncols())
+        .map(|k| {
+            let mut t: Vec<(u32, f32)> = b
+                .column(k)
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (i as u32, v))
+                .collect();
+            t.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let mass: f64 = t.iter().take(10).map(|x| x.1 as f64).sum();
+            let words: Vec<&str> = t.iter().take(8).map(|x| m.vocab().term(x.0)).collect();
+            (
+                mass,
+                format!("topic {k} (top-10 mass {mass:.2}): {}", words.join(" ")),
+            )
+        })
+        .collect();
+    tops.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (_, s) in tops.iter().take(5).chain(tops.iter().rev().take(2)) {
+        println!("{s}");
+    }
 }

@@ -275,7 +275,7 @@ fn small_params(seed: u64, k: usize) -> OstcParams {
         gamma: 0.1,
         rho: 0.1,
         tau0: 0.01,
-        normalise_step: false,
+        step_rule: novad::ostc::dictionary::StepRule::Raw,
         batch_size: 16,
         passes: 3,
         bootstrap_passes: 10,
@@ -477,4 +477,17 @@ fn deterministic_and_independent_of_thread_count() {
     let c = run(2, true);
     assert_eq!(c, run(1, true));
     assert_ne!(a.1, c.1, "the collapsed variant codes differently");
+}
+
+#[test]
+fn default_params_are_valid_and_survive_toml() {
+    let p = OstcParams::default();
+    p.validate().unwrap();
+    let s = toml::to_string(&p).unwrap();
+    let back: OstcParams = toml::from_str(&s).unwrap();
+    assert_eq!(back, p);
+    let mut q = p.clone();
+    q.batch_size = 0;
+    let e = q.validate().unwrap_err().to_string();
+    assert!(e.contains("ostc.batch_size"), "{e}");
 }

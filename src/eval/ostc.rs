@@ -38,7 +38,7 @@ use thiserror::Error;
 use crate::ostc::coding::{
     code_doc, code_doc_collapsed, code_doc_with, poisson_nll, CodeParams, DocCode,
 };
-use crate::ostc::dictionary::{gradient, init_dictionary, learning_rate, update};
+use crate::ostc::dictionary::{gradient, init_dictionary, learning_rate, update, StepRule};
 use crate::ostc::medstc::{features, Pegasos};
 use crate::ostc::model::doc_block;
 use crate::params::TextParams;
@@ -62,15 +62,15 @@ pub struct OstcEvalArgs {
     #[arg(long, default_value_t = 0.1)]
     pub rho: f64,
     /// Gaussian coupling γ (= λ).
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.001)]
     pub gamma: f64,
     /// Learning rate α_t = τ₀/(t + τ).
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.5)]
     pub tau0: f64,
     #[arg(long, default_value_t = 10.0)]
     pub tau: f64,
     /// τ₀ of batch STC (its gradient is the mean over all training documents).
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.5)]
     pub batch_tau0: f64,
     /// Mini-batch size M of the online learners.
     #[arg(long, default_value_t = 64)]
@@ -108,9 +108,12 @@ pub struct OstcEvalArgs {
     /// Epochs of the post-hoc SVM (STC + SVM, and the MedSTC refit).
     #[arg(long, default_value_t = 10)]
     pub svm_epochs: u32,
-    /// The paper's raw gradient step instead of the per-topic ℓ1-normalised one.
+    /// How a gradient becomes a dictionary step.
+    #[arg(long, value_enum, default_value_t = StepRule::Preconditioned)]
+    pub step: StepRule,
+    /// Classify on θ/‖θ‖₂ (the paper's features) instead of the topic counts z/‖z‖₂.
     #[arg(long)]
-    pub raw_step: bool,
+    pub theta_features: bool,
     /// Skip the collapsed variant / MedSTC (faster runs).
     #[arg(long)]
     pub no_collapsed: bool,
@@ -165,6 +168,8 @@ pub struct OstcEvalSummary {
     pub sparsity_dense: f64,
     /// Test accuracy of an SVM on online-STC codes (unsupervised dictionary).
     pub accuracy_stc_svm: f64,
+    /// The same SVM on ℓ2-normalised term counts (a check of the classifier, not a topic model).
+    pub accuracy_bow_svm: f64,
     /// Test accuracy of online MedSTC: its online SVM, and an SVM refit on the final codes.
     pub accuracy_medstc: Option<f64>,
     pub accuracy_medstc_refit: Option<f64>,
@@ -339,7 +344,7 @@ fn gradient_step(
     docs: &[&Doc],
     codes: &[DocCode],
     alpha: f64,
-    normalise: bool,
+    rule: StepRule,
 ) -> Array2<f32> {
     let ids: Vec<Vec<u32>> = docs
         .iter()
@@ -353,13 +358,85 @@ fn gradient_step(
         .map(|j| (ids[j].as_slice(), ws[j].as_slice(), &codes[j]))
         .collect();
     let g = gradient(&parts, beta.ncols());
-    update(beta, &g, alpha, normalise)
+    update(beta, &g, alpha, rule)
 }
 
-fn accuracy(test: &[(Doc, usize)], beta: &Array2<f32>, p: &CodeParams, svm: &Pegasos) -> f64 {
+/// Classifier features of a document: its topic counts (see [`DocCode::topic_counts`]) or θ.
+fn doc_features(d: &Doc, beta: &Array2<f32>, p: &CodeParams, theta: bool) -> Vec<f64> {
+    let b = doc_block(d, beta);
+    let c = code_doc(&b, p);
+    if theta {
+        features(&c.theta)
+    } else {
+        log_features(&c.topic_counts(&b))
+    }
+}
+
+/// ln(1 + z), ℓ2-normalised: keeps a background topic holding most counts from drowning the
+/// rest.
+fn log_features(z: &[f64]) -> Vec<f64> {
+    features(&z.iter().map(|v| v.ln_1p()).collect::<Vec<f64>>())
+}
+
+/// Per-dimension standardisation (x − mean) / sd learned on training features.
+#[derive(Debug, Clone)]
+struct Standardise {
+    mean: Vec<f64>,
+    sd: Vec<f64>,
+}
+
+impl Standardise {
+    fn identity(dim: usize) -> Self {
+        Standardise {
+            mean: vec![0.0; dim],
+            sd: vec![1.0; dim],
+        }
+    }
+    fn fit(xs: &[&[f64]], dim: usize) -> Self {
+        let n = xs.len().max(1) as f64;
+        let mut mean = vec![0.0; dim];
+        for x in xs {
+            for (m, v) in mean.iter_mut().zip(x.iter()) {
+                *m += v / n;
+            }
+        }
+        let mut sd = vec![0.0; dim];
+        for x in xs {
+            for ((s, v), m) in sd.iter_mut().zip(x.iter()).zip(&mean) {
+                *s += (v - m) * (v - m) / n;
+            }
+        }
+        let sd = sd
+            .into_iter()
+            .map(|v| if v > 1e-24 { v.sqrt() } else { 1.0 })
+            .collect();
+        Standardise { mean, sd }
+    }
+    /// Standardise, then scale to unit ℓ2 norm (Pegasos' step assumes bounded ‖x‖).
+    fn apply(&self, x: &[f64]) -> Vec<f64> {
+        features(
+            &x.iter()
+                .zip(&self.mean)
+                .zip(&self.sd)
+                .map(|((v, m), s)| (v - m) / s)
+                .collect::<Vec<f64>>(),
+        )
+    }
+}
+
+fn accuracy(
+    test: &[(Doc, usize)],
+    beta: &Array2<f32>,
+    p: &CodeParams,
+    clf: &(Pegasos, Standardise),
+    theta_features: bool,
+) -> f64 {
+    let (svm, st) = clf;
     let ok: usize = test
         .par_iter()
-        .map(|(d, y)| usize::from(svm.predict(&features(&code(d, beta, p, false).theta)) == *y))
+        .map(|(d, y)| {
+            usize::from(svm.predict(&st.apply(&doc_features(d, beta, p, theta_features))) == *y)
+        })
         .sum();
     ok as f64 / test.len().max(1) as f64
 }
@@ -369,17 +446,20 @@ fn fit_svm(
     args: &OstcEvalArgs,
     classes: usize,
     rng: &mut ChaCha8Rng,
-) -> Pegasos {
+) -> (Pegasos, Standardise) {
     let dim = feats.first().map_or(0, |f| f.0.len());
+    let xs: Vec<&[f64]> = feats.iter().map(|f| f.0.as_slice()).collect();
+    let st = Standardise::fit(&xs, dim);
+    let zs: Vec<Vec<f64>> = feats.iter().map(|f| st.apply(&f.0)).collect();
     let mut svm = Pegasos::new(classes, dim, args.svm_lambda, args.margin);
     let mut order: Vec<usize> = (0..feats.len()).collect();
     for _ in 0..args.svm_epochs {
         order.shuffle(rng);
         for &i in &order {
-            svm.update(&feats[i].0, feats[i].1);
+            svm.update(&zs[i], feats[i].1);
         }
     }
-    svm
+    (svm, st)
 }
 
 /// Online (M = batch_size) or collapsed-online learning with perplexity checkpoints.
@@ -414,7 +494,7 @@ fn run_online(
                 &docs,
                 &codes,
                 learning_rate(t, args.tau0, args.tau),
-                !args.raw_step,
+                args.step,
             );
             t += 1;
             secs += t0.elapsed().as_secs_f64();
@@ -495,7 +575,7 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
             &docs,
             &codes,
             learning_rate(it as u64, args.batch_tau0, args.tau),
-            !args.raw_step,
+            args.step,
         );
         secs += t0.elapsed().as_secs_f64();
         batch.push(Checkpoint {
@@ -535,11 +615,30 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
     let feats: Vec<(Vec<f64>, usize)> = data
         .train
         .par_iter()
-        .map(|(d, y)| (features(&code(d, &beta_online, &p, false).theta), *y))
+        .map(|(d, y)| (doc_features(d, &beta_online, &p, args.theta_features), *y))
         .collect();
     let svm = fit_svm(&feats, args, classes, &mut rng);
-    let accuracy_stc_svm = accuracy(&data.test, &beta_online, &p, &svm);
+    let accuracy_stc_svm = accuracy(&data.test, &beta_online, &p, &svm, args.theta_features);
     tracing::info!(accuracy_stc_svm, "STC + SVM");
+
+    // Sanity reference for the classifier: the same Pegasos SVM on ℓ2-normalised term counts
+    // (term ids folded into 4096 dimensions).
+    let bow = |d: &Doc| {
+        let mut x = vec![0.0; 4096];
+        for &(id, c) in d {
+            x[id as usize % 4096] += c as f64;
+        }
+        features(&x)
+    };
+    let bow_train: Vec<(Vec<f64>, usize)> = data.train.iter().map(|(d, y)| (bow(d), *y)).collect();
+    let bow_svm = fit_svm(&bow_train, args, classes, &mut rng);
+    let ok = data
+        .test
+        .iter()
+        .filter(|(d, y)| bow_svm.0.predict(&bow_svm.1.apply(&bow(d))) == *y)
+        .count();
+    let accuracy_bow_svm = ok as f64 / data.test.len().max(1) as f64;
+    tracing::info!(accuracy_bow_svm, "bag-of-words SVM");
 
     // Online MedSTC.
     let (medstc, accuracy_medstc, accuracy_medstc_refit) = if args.no_medstc {
@@ -547,6 +646,7 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
     } else {
         let mut beta = beta0.clone();
         let mut svm = Pegasos::new(classes, args.k, args.svm_lambda, args.margin);
+        let mut feats: Vec<Vec<f64>> = Vec::new();
         let mut cps = Vec::new();
         let (mut secs, mut seen, mut t, mut next) = (0.0, 0usize, 0u64, args.eval_every);
         for _ in 0..args.passes {
@@ -561,27 +661,48 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
                         let (d, y) = &data.train[i];
                         let blk = doc_block(d, &beta);
                         let denom = p.lambda() + p.gamma * d.len() as f64;
-                        code_doc_with(&blk, &p, |theta, _s| {
-                            svm.supervise_theta(theta, *y, args.medstc_c, denom)
-                        })
+                        let c = code_doc_with(&blk, &p, |theta, _s| {
+                            if args.theta_features {
+                                svm.supervise_theta(theta, *y, args.medstc_c, denom)
+                            }
+                        });
+                        let f = if args.theta_features {
+                            features(&c.theta)
+                        } else {
+                            log_features(&c.topic_counts(&blk))
+                        };
+                        (c, f)
+                    })
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .map(|(c, f)| {
+                        feats.push(f);
+                        c
                     })
                     .collect();
                 for (j, &i) in chunk.iter().enumerate() {
-                    svm.update(&features(&codes[j].theta), data.train[i].1);
+                    svm.update(&feats[j], data.train[i].1);
                 }
+                feats.clear();
                 beta = gradient_step(
                     &beta,
                     &docs,
                     &codes,
                     learning_rate(t, args.tau0, args.tau),
-                    !args.raw_step,
+                    args.step,
                 );
                 t += 1;
                 secs += t0.elapsed().as_secs_f64();
                 seen += chunk.len();
                 if seen >= next || seen == data.train.len() * args.passes as usize {
                     next += args.eval_every;
-                    let acc = accuracy(&data.test, &beta, &p, &svm);
+                    let acc = accuracy(
+                        &data.test,
+                        &beta,
+                        &p,
+                        &(svm.clone(), Standardise::identity(args.k)),
+                        args.theta_features,
+                    );
                     cps.push(Checkpoint {
                         docs_seen: seen,
                         seconds: secs,
@@ -596,10 +717,14 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
         let feats: Vec<(Vec<f64>, usize)> = data
             .train
             .par_iter()
-            .map(|(d, y)| (features(&code(d, &beta, &p, false).theta), *y))
+            .map(|(d, y)| (doc_features(d, &beta, &p, args.theta_features), *y))
             .collect();
         let refit = fit_svm(&feats, args, classes, &mut rng);
-        (cps, acc, Some(accuracy(&data.test, &beta, &p, &refit)))
+        (
+            cps,
+            acc,
+            Some(accuracy(&data.test, &beta, &p, &refit, args.theta_features)),
+        )
     };
 
     let summary = OstcEvalSummary {
@@ -618,6 +743,7 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
         sparsity_collapsed,
         sparsity_dense,
         accuracy_stc_svm,
+        accuracy_bow_svm,
         accuracy_medstc,
         accuracy_medstc_refit,
         seconds_total: t_all.elapsed().as_secs_f64(),
@@ -756,6 +882,11 @@ fn markdown(s: &OstcEvalSummary) -> String {
         m,
         "| online STC + Pegasos SVM | {:.3} |",
         s.accuracy_stc_svm
+    );
+    let _ = writeln!(
+        m,
+        "| reference: Pegasos SVM on term counts | {:.3} |",
+        s.accuracy_bow_svm
     );
     if let Some(v) = s.accuracy_medstc {
         let _ = writeln!(m, "| online MedSTC (online SVM) | {v:.3} |");

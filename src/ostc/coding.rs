@@ -139,6 +139,20 @@ impl DocCode {
             .map(|(&w, &nu)| poisson_nll(w, nu))
             .collect()
     }
+    /// Counts attributed to each topic: z_k = Σ_n w_n s_nk β_kn / ν_n (the share of each word's
+    /// Poisson mean that topic k supplies, times its count). Scale-free in β, unlike θ, whose
+    /// entries grow like 1/β of the document's rarest terms. Needs the document's block.
+    pub fn topic_counts(&self, doc: &DocBlock) -> Vec<f64> {
+        let k = doc.k;
+        let mut z = vec![0.0; k];
+        for n in 0..doc.len() {
+            let f = doc.w[n] / self.nu[n];
+            for (j, zj) in z.iter_mut().enumerate() {
+                *zj += f * self.s[n * k + j] * doc.beta[n * k + j];
+            }
+        }
+        z
+    }
     /// Zero entries of the word codes / all entries (1 when there are none).
     pub fn sparsity(&self) -> f64 {
         if self.s.is_empty() {

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use ndarray::Array2;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 
 use crate::ostc::coding::DocCode;
 use crate::text::Remap;
@@ -137,16 +138,27 @@ pub fn gradient(docs: &[(&[u32], &[f64], &DocCode)], k: usize) -> BTreeMap<u32, 
     g
 }
 
-/// One projected-gradient step β ← Π_P(β − α ĝ) on every topic. Returns the new dictionary.
-///
-/// With `normalise`, each topic's gradient is divided by its ℓ1 norm first, so α is the ℓ1
-/// mass a step can move (≤ α per topic): the raw Poisson gradient s(1 − w/ν) scales like
-/// 1/β and makes a fixed τ₀ either inert or collapsing on real vocabularies.
+/// How a mini-batch gradient becomes a step (all followed by the simplex projection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepRule {
+    /// The paper's β_k − α ĝ_k. The Poisson gradient s(1 − w/ν) scales like 1/β, so on a real
+    /// vocabulary a fixed τ₀ is either inert or collapses a topic onto a few terms.
+    Raw,
+    /// β_k − α ĝ_k / ‖ĝ_k‖₁: α is the ℓ1 mass one step may move.
+    Normalised,
+    /// Diagonally preconditioned by β (d_kn = β_kn ĝ_kn, a scale-free direction: the additive
+    /// form of the KL-NMF multiplicative update), then ℓ1-normalised like `Normalised`.
+    Preconditioned,
+}
+
+/// One projected-gradient step β ← Π_P(β − α ĝ) on every topic, shaped by `rule`. Returns the
+/// new dictionary.
 pub fn update(
     beta: &Array2<f32>,
     grad: &BTreeMap<u32, Vec<f64>>,
     alpha: f64,
-    normalise: bool,
+    rule: StepRule,
 ) -> Array2<f32> {
     let (n, k) = beta.dim();
     let mut out = beta.clone();
@@ -155,18 +167,22 @@ pub fn update(
         for (i, c) in col.iter_mut().enumerate() {
             *c = beta[[i, j]] as f64;
         }
-        let scale = if normalise {
-            let l1: f64 = grad.values().map(|g| g[j].abs()).sum();
+        let dir = |id: u32, g: &[f64]| match rule {
+            StepRule::Preconditioned => g[j] * beta[[id as usize, j]] as f64,
+            _ => g[j],
+        };
+        let scale = if rule == StepRule::Raw {
+            1.0
+        } else {
+            let l1: f64 = grad.iter().map(|(&id, g)| dir(id, g).abs()).sum();
             if l1 > 0.0 && l1.is_finite() {
                 1.0 / l1
             } else {
                 0.0
             }
-        } else {
-            1.0
         };
         for (&id, g) in grad {
-            col[id as usize] -= alpha * scale * g[j];
+            col[id as usize] -= alpha * scale * dir(id, g);
         }
         project_simplex(&mut col);
         for (i, &c) in col.iter().enumerate() {

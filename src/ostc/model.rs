@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::detector::{EngineError, StepStats, Verdict};
 use crate::ostc::coding::{code_doc, code_doc_collapsed, CodeParams, DocBlock, DocCode};
 use crate::ostc::dictionary::{
-    check_dictionary, gradient, init_dictionary, learning_rate, remap_dictionary, update,
+    check_dictionary, gradient, init_dictionary, learning_rate, remap_dictionary, update, StepRule,
 };
 use crate::params::{ParamsError, TextParams};
 use crate::text::{Tokenizer, Vocabulary};
@@ -47,17 +47,18 @@ pub struct OstcParams {
     pub k: usize,
     /// Laplace prior on word codes ρ ≥ 0. Default 0.1 (paper's 20NG setting).
     pub rho: f64,
-    /// Gaussian coupling γ > 0 (λ = γ). Default 0.01 (paper's 20NG setting).
+    /// Gaussian coupling γ > 0 (λ = γ). Default 0.001 (the paper's 20NG 0.01 lets the coupling
+    /// term dominate the objective: word codes scale like 1/β, i.e. like the vocabulary size).
     pub gamma: f64,
     /// Poisson mean offset ε, in (0, 1). Default 1e-6.
     pub eps: f64,
-    /// Learning-rate numerator τ₀ > 0.
+    /// Learning-rate numerator τ₀ > 0. Default 0.5 (with the ℓ1-normalised step rules α_t is the
+    /// mass a step may move: 0.05 at t = 0).
     pub tau0: f64,
     /// Learning-rate offset τ > 0 (paper: 10).
     pub tau: f64,
-    /// Divide each topic's mini-batch gradient by its ℓ1 norm (α_t is then the ℓ1 mass one
-    /// step may move). `false` is the paper's raw step, whose scale grows like 1/β.
-    pub normalise_step: bool,
+    /// How the gradient becomes a step (see [`StepRule`]; the paper's is `Raw`).
+    pub step_rule: StepRule,
     /// Mini-batch size M ≥ 1 (paper: 16–256).
     pub batch_size: usize,
     /// Sweeps over each incoming batch (≥ 1).
@@ -91,11 +92,11 @@ impl Default for OstcParams {
             text: TextParams::default(),
             k: 60,
             rho: 0.1,
-            gamma: 0.01,
+            gamma: 0.001,
             eps: 1e-6,
-            tau0: 0.05,
+            tau0: 0.5,
             tau: 10.0,
-            normalise_step: true,
+            step_rule: StepRule::Preconditioned,
             batch_size: 64,
             passes: 1,
             bootstrap_passes: 3,
@@ -323,7 +324,7 @@ pub fn learn(
     m: usize,
     passes: u32,
     (tau0, tau): (f64, f64),
-    normalise: bool,
+    rule: StepRule,
     t: &mut u64,
     rng: &mut ChaCha8Rng,
 ) -> Array2<f32> {
@@ -351,7 +352,7 @@ pub fn learn(
                 .map(|j| (ids[j].as_slice(), ws[j].as_slice(), &codes[j]))
                 .collect();
             let g = gradient(&parts, beta.ncols());
-            beta = update(&beta, &g, learning_rate(*t, tau0, tau), normalise);
+            beta = update(&beta, &g, learning_rate(*t, tau0, tau), rule);
             *t += 1;
         }
     }
@@ -531,7 +532,7 @@ impl OstcModel {
                 p.batch_size,
                 passes,
                 (p.tau0, p.tau),
-                p.normalise_step,
+                p.step_rule,
                 &mut updates,
                 &mut rng,
             )
