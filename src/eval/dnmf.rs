@@ -46,10 +46,10 @@ pub struct DnmfEvalArgs {
     #[arg(long, default_value = "eval-dnmf-out")]
     pub out: PathBuf,
     /// Evolution parameters δ of the grid.
-    #[arg(long, value_delimiter = ',', default_values_t = [0.0, 0.0001, 0.001, 0.01, 1.0])]
+    #[arg(long, value_delimiter = ',', default_values_t = [0.0, 0.0001, 0.001, 0.01, 0.1, 1.0])]
     pub deltas: Vec<f64>,
     /// Emergence weights µ of the grid.
-    #[arg(long, value_delimiter = ',', default_values_t = [0.0, 10.0, 1000.0])]
+    #[arg(long, value_delimiter = ',', default_values_t = [0.0, 10.0, 100.0, 1000.0])]
     pub mus: Vec<f64>,
     /// JSD detection threshold θ of the miss rate.
     #[arg(long, default_value_t = 0.5)]
@@ -60,6 +60,13 @@ pub struct DnmfEvalArgs {
     /// Hinge margin ν of the emergence regulariser.
     #[arg(long, default_value_t = DnmfParams::default().nu)]
     pub nu: f64,
+    /// Emerging topics start from random distributions (the paper) instead of poorly
+    /// explained documents.
+    #[arg(long)]
+    pub random_init: bool,
+    /// Skip the TDT baseline sweep.
+    #[arg(long)]
+    pub skip_tdt: bool,
     /// CIKM: phases after the bootstrap (default: all).
     #[arg(long)]
     pub phases: Option<usize>,
@@ -143,6 +150,7 @@ pub fn run_dnmf_eval(args: &DnmfEvalArgs) -> Result<DnmfEvalSummary, EvalError> 
         seed: args.seed,
         emerging: args.emerging,
         nu: args.nu,
+        seeded_init: !args.random_init,
         ..DnmfParams::default()
     };
     base.validate()?;
@@ -170,7 +178,12 @@ pub fn run_dnmf_eval(args: &DnmfEvalArgs) -> Result<DnmfEvalSummary, EvalError> 
         }
     }
     let mut tdt = Vec::new();
-    for &yes in &[0.05, 0.1, 0.15, 0.2, 0.3] {
+    let grid: &[f64] = if args.skip_tdt {
+        &[]
+    } else {
+        &[0.05, 0.1, 0.15, 0.2, 0.3]
+    };
+    for &yes in grid {
         for &adapt in &[0.2, 0.3, 0.5, 1.01] {
             tdt.push(run_tdt(&truth, &base, yes, adapt, args.seed));
         }
