@@ -273,6 +273,9 @@ impl DnmfModel {
         } else {
             vec![1.0; n_new]
         };
+        if p.seeded_init && n_new > 0 {
+            seed_emerging(&x, &mut h, k_ev, k, first_new, &rho, &mut rng);
+        }
         init_emerging(&x, &h, &mut w, k, k_ev, first_new..n, &mut rng);
 
         let temporal = Temporal {
@@ -808,6 +811,59 @@ fn init_emerging(
     for r in rows {
         for i in k_ev..k {
             w[r * k + i] *= alpha;
+        }
+    }
+}
+
+/// Residual-seeded emerging rows: each emerging row becomes 0.9 · (a new document's vector,
+/// normalised to sum 1) + 0.1 · (its random distribution), the document drawn (without
+/// repetition) with probability ∝ ρ⁴, ρ = its relative residual under the previous topics — so
+/// the injected bandwidth starts on what the evolving set explains worst.
+fn seed_emerging(
+    x: &Csr,
+    h: &mut [f64],
+    k_ev: usize,
+    k: usize,
+    first_new: usize,
+    rho: &[f64],
+    rng: &mut ChaCha8Rng,
+) {
+    let d = x.cols;
+    let mut weight: Vec<f64> = rho
+        .iter()
+        .enumerate()
+        .map(|(q, r)| {
+            let nonzero = x.row(first_new + q).next().is_some();
+            if nonzero {
+                r.powi(2).max(1e-12)
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    for i in k_ev..k {
+        let total: f64 = weight.iter().sum();
+        if total <= 0.0 {
+            return;
+        }
+        let mut u = rng.random::<f64>() * total;
+        let mut pick = weight.len() - 1;
+        for (q, &wq) in weight.iter().enumerate() {
+            if u < wq {
+                pick = q;
+                break;
+            }
+            u -= wq;
+        }
+        weight[pick] = 0.0;
+        let r = first_new + pick;
+        let sx: f64 = x.row(r).map(|(_, v)| v).sum();
+        let row = &mut h[i * d..(i + 1) * d];
+        for v in row.iter_mut() {
+            *v *= 0.1;
+        }
+        for (j, v) in x.row(r) {
+            row[j] += 0.9 * v / sx;
         }
     }
 }

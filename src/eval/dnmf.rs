@@ -46,10 +46,10 @@ pub struct DnmfEvalArgs {
     #[arg(long, default_value = "eval-dnmf-out")]
     pub out: PathBuf,
     /// Evolution parameters δ of the grid.
-    #[arg(long, value_delimiter = ',', default_values_t = [0.0, 0.0001, 0.001, 0.01, 1.0])]
+    #[arg(long, value_delimiter = ',', default_values_t = [0.0, 0.0001, 0.001, 0.01, 0.1, 1.0])]
     pub deltas: Vec<f64>,
     /// Emergence weights µ of the grid.
-    #[arg(long, value_delimiter = ',', default_values_t = [0.0, 10.0, 1000.0])]
+    #[arg(long, value_delimiter = ',', default_values_t = [0.0, 10.0, 100.0, 1000.0])]
     pub mus: Vec<f64>,
     /// JSD detection threshold θ of the miss rate.
     #[arg(long, default_value_t = 0.5)]
@@ -60,6 +60,13 @@ pub struct DnmfEvalArgs {
     /// Hinge margin ν of the emergence regulariser.
     #[arg(long, default_value_t = DnmfParams::default().nu)]
     pub nu: f64,
+    /// Emerging topics start from random distributions (the paper) instead of poorly
+    /// explained documents.
+    #[arg(long)]
+    pub random_init: bool,
+    /// Skip the TDT baseline sweep.
+    #[arg(long)]
+    pub skip_tdt: bool,
     /// CIKM: phases after the bootstrap (default: all).
     #[arg(long)]
     pub phases: Option<usize>,
@@ -81,6 +88,11 @@ pub struct RunMetrics {
     pub continuity: f64,
     pub seconds: f64,
     pub topics_final: usize,
+    /// Novelty verdicts against the protocol's labels (non-empty documents after the ad-hoc
+    /// period): ROC AUC of the score, precision and recall (%) of `novel`.
+    pub novelty_auc: Option<f64>,
+    pub novel_precision: f64,
+    pub novel_recall: f64,
 }
 
 /// Precision, recall, F1 (in %).
@@ -143,6 +155,7 @@ pub fn run_dnmf_eval(args: &DnmfEvalArgs) -> Result<DnmfEvalSummary, EvalError> 
         seed: args.seed,
         emerging: args.emerging,
         nu: args.nu,
+        seeded_init: !args.random_init,
         ..DnmfParams::default()
     };
     base.validate()?;
@@ -156,7 +169,12 @@ pub fn run_dnmf_eval(args: &DnmfEvalArgs) -> Result<DnmfEvalSummary, EvalError> 
         .iter()
         .map(|t| t.docs.iter().map(|d| d.label.clone()).collect())
         .collect();
-    let truth = Truth::build(&base, &texts, &labels);
+    let mut truth = Truth::build(&base, &texts, &labels);
+    truth.novel = stream
+        .timesteps
+        .iter()
+        .map(|t| t.docs.iter().map(|d| d.novel).collect())
+        .collect();
 
     let mut runs = Vec::new();
     for &mu in &args.mus {
@@ -170,7 +188,12 @@ pub fn run_dnmf_eval(args: &DnmfEvalArgs) -> Result<DnmfEvalSummary, EvalError> 
         }
     }
     let mut tdt = Vec::new();
-    for &yes in &[0.05, 0.1, 0.15, 0.2, 0.3] {
+    let grid: &[f64] = if args.skip_tdt {
+        &[]
+    } else {
+        &[0.05, 0.1, 0.15, 0.2, 0.3]
+    };
+    for &yes in grid {
         for &adapt in &[0.2, 0.3, 0.5, 1.01] {
             tdt.push(run_tdt(&truth, &base, yes, adapt, args.seed));
         }
@@ -201,6 +224,8 @@ type Dist = Vec<(u32, f64)>;
 struct Truth {
     /// Per timestep, per document: event index (None for empty documents).
     events: Vec<Vec<Option<usize>>>,
+    /// Per timestep, per document: the protocol's novelty label.
+    novel: Vec<Vec<bool>>,
     names: Vec<String>,
     /// Events first appearing after the ad-hoc period, with their first timestep.
     emerging: Vec<String>,
@@ -294,6 +319,7 @@ impl Truth {
         }
         Truth {
             events,
+            novel: Vec::new(),
             names,
             emerging,
             first,
@@ -428,6 +454,7 @@ fn run_model(
     let mut detect: Vec<Vec<Option<usize>>> = vec![vec![None; THETAS.len() + 1]; n_ev];
     let mut prev_rows: Option<(Vocabulary, BTreeMap<u32, Dist>)> = None;
     let mut cont = Vec::new();
+    let mut verdicts: Vec<(f64, bool, bool)> = Vec::new();
     for (ts, batch) in texts.iter().enumerate() {
         let (next, out) = model.step(batch)?;
         if next.vocab().len() != truth.vocabs[ts].len() {
@@ -447,6 +474,8 @@ fn run_model(
             for (q, e) in truth.events[ts].iter().enumerate() {
                 if let Some(e) = e {
                     pairs.push((*e, sys[q]));
+                    let v = &out.verdicts[q];
+                    verdicts.push((v.score, v.novel, truth.novel[ts][q]));
                 }
             }
         }
@@ -513,7 +542,27 @@ fn run_model(
         continuity: mean(&cont),
         seconds: t0.elapsed().as_secs_f64(),
         topics_final: model.topics().len(),
+        novelty_auc: super::auc(
+            &verdicts.iter().map(|v| v.0).collect::<Vec<_>>(),
+            &verdicts.iter().map(|v| v.2).collect::<Vec<_>>(),
+        ),
+        novel_precision: ratio(
+            verdicts.iter().filter(|v| v.1 && v.2).count(),
+            verdicts.iter().filter(|v| v.1).count(),
+        ),
+        novel_recall: ratio(
+            verdicts.iter().filter(|v| v.1 && v.2).count(),
+            verdicts.iter().filter(|v| v.2).count(),
+        ),
     })
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        100.0 * a as f64 / b as f64
+    }
 }
 
 fn cosine(x: &SparseDoc, c: &HashMap<u32, f64>, cnorm: f64) -> f64 {
@@ -675,12 +724,15 @@ fn write_outputs(out: &Path, s: &DnmfEvalSummary) -> Result<(), EvalError> {
         s.args.theta,
         s.emerging_events.join(", ")
     );
-    let _ = writeln!(md, "| µ | δ | P@1 | R@1 | F1@1 | P@5 | R@5 | F1@5 | miss rate % (θ) | continuity JSD | topics | seconds |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "| µ | δ | P@1 | R@1 | F1@1 | P@5 | R@5 | F1@5 | miss rate % (θ) | continuity JSD | novelty AUC | novel P | novel R | topics | seconds |");
+    let _ = writeln!(
+        md,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for r in &s.runs {
         let _ = writeln!(
             md,
-            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {} | {:.1} |",
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {} | {:.1} | {:.1} | {} | {:.1} |",
             r.mu,
             r.delta,
             r.f1_top1.precision,
@@ -691,6 +743,9 @@ fn write_outputs(out: &Path, s: &DnmfEvalSummary) -> Result<(), EvalError> {
             r.f1_top5.f1,
             r.miss_rate,
             r.continuity,
+            r.novelty_auc.map_or("–".into(), |a| format!("{a:.3}")),
+            r.novel_precision,
+            r.novel_recall,
             r.topics_final,
             r.seconds
         );
