@@ -45,6 +45,16 @@ pub enum Command {
     /// Replicate the papers' experiments on a labelled corpus: ℓ1-online vs ℓ1-batch, ℓ2 and
     /// nearest-neighbour baselines; writes report.md, results.json and SVG plots to --out.
     Eval(crate::eval::EvalArgs),
+    /// The dynamic-NMF model's evaluation (WSDM 2012) on the 20NG CIKM stream: micro F1 at
+    /// top-1/top-5, miss rate at first detection, topic continuity, the threshold-based TDT
+    /// baseline, F1 vs δ for several µ; report.md, results.json, SVG plots in --out.
+    #[command(name = "eval-dnmf")]
+    EvalDnmf(crate::eval::dnmf::DnmfEvalArgs),
+    /// The online sparse topical coding evaluation (WWW 2013) on 20NG bydate: held-out
+    /// perplexity online vs batch, word-code sparsity, online MedSTC accuracy; report.md,
+    /// results.json, SVG plots in --out.
+    #[command(name = "eval-ostc")]
+    EvalOstc(crate::eval::OstcEvalArgs),
     /// Print a parameter set as TOML (a starting point for `--config`): the defaults, the
     /// paper's configuration, or the parameters a store was created with.
     Params(ParamsArgs),
@@ -68,7 +78,8 @@ pub struct ParamArgs {
     /// flags below override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Number of dictionary atoms.
+    /// Number of dictionary atoms (the adaptive size bounds follow it, ¾k..1½k, when it falls
+    /// outside them).
     #[arg(long)]
     pub k: Option<usize>,
     /// ℓ1 weight λ of the codes.
@@ -110,7 +121,7 @@ impl ParamArgs {
         match &mut p {
             ModelParams::L1(p) => {
                 if let Some(v) = self.k {
-                    p.k = v;
+                    *p = p.clone().with_k(v);
                 }
                 if let Some(v) = self.lambda {
                     p.coding.lambda = v;

@@ -257,13 +257,7 @@ impl Model {
     }
 
     fn tokenizer(&self) -> Tokenizer {
-        let t = &self.params.text;
-        Tokenizer::new(
-            t.min_token_len,
-            t.max_token_len,
-            t.builtin_stop_words,
-            &t.extra_stop_words,
-        )
+        self.params.text.tokenizer()
     }
 
     /// Process one batch (one timestep). The first batch with a non-empty document bootstraps

@@ -211,6 +211,18 @@ fn dispatch(cli: Cli) -> Result<()> {
             }
             writeln!(out, "wall time: {:.1} s", s.summary.wall_seconds)?;
         }
+        Command::EvalDnmf(a) => {
+            let s = novad::eval::dnmf::run_dnmf_eval(&a)?;
+            writeln!(out, "report:  {}", a.out.join("report.md").display())?;
+            writeln!(out, "results: {}", a.out.join("results.json").display())?;
+            writeln!(out, "wall time: {:.1} s", s.seconds)?;
+        }
+        Command::EvalOstc(a) => {
+            let s = novad::eval::run_ostc_eval(&a)?;
+            writeln!(out, "report:  {}", a.out.join("report.md").display())?;
+            writeln!(out, "results: {}", a.out.join("results.json").display())?;
+            writeln!(out, "wall time: {:.1} s", s.seconds_total)?;
+        }
         Command::Params(a) => {
             use novad::engine::{ModelKind, ModelParams};
             let p = match (&a.store, a.model, a.preset) {

@@ -61,10 +61,7 @@ fn the_default_ranks_a_new_topic_first_where_the_paper_saturates() {
         k: 60,
         ..Params::paper()
     };
-    let default = Params {
-        k: 60,
-        ..Params::default()
-    };
+    let default = Params::default().with_k(60);
     let (auc_paper, ceil_paper) = run(paper, &b);
     let (auc_default, ceil_default) = run(default, &b);
     assert!(

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::params::{ParamsError, TextParams};
+use crate::params::{check, ParamsError, TextParams};
 
 /// Parameters of [`super::DnmfModel`]. Defaults follow the paper (ω = 4 timesteps, B = 2
 /// emerging topics per timestep, HP λ = 10) where it gives values; the rest (δ = 0.01,
@@ -96,31 +96,8 @@ impl Default for DnmfParams {
 impl DnmfParams {
     /// Check every field; the error names the field (`dnmf.<name>`) and the accepted range.
     pub fn validate(&self) -> Result<(), ParamsError> {
-        fn check(
-            ok: bool,
-            field: &'static str,
-            want: &'static str,
-            got: String,
-        ) -> Result<(), ParamsError> {
-            if ok {
-                Ok(())
-            } else {
-                Err(ParamsError::OutOfRange { field, want, got })
-            }
-        }
-        let t = &self.text;
-        check(
-            t.max_terms >= 10,
-            "dnmf.text.max_terms",
-            "an integer ≥ 10",
-            t.max_terms.to_string(),
-        )?;
-        check(
-            t.min_token_len >= 1 && t.min_token_len <= t.max_token_len,
-            "dnmf.text.min_token_len",
-            "1 ≤ min_token_len ≤ max_token_len",
-            format!("{}..{}", t.min_token_len, t.max_token_len),
-        )?;
+        self.text
+            .validate(["dnmf.text.max_terms", "dnmf.text.min_token_len"])?;
         check(
             (1..=64).contains(&self.window),
             "dnmf.window",

@@ -299,8 +299,10 @@ pub fn spherical_kmeans_best(
     best.expect("at least one run")
 }
 
-/// DICTCLUST over all of `docs` (the daemon's [`dictclust`]): the cluster of every document
-/// (None when there are fewer documents than `min_support`, as in the daemon).
+/// DICTCLUST over all of `docs` (the daemon's [`dictclust`]): the emerging topic of every
+/// document, i.e. the index of the reported topic holding it — None for a document whose
+/// (merged) atom has fewer than `min_support` documents, which the daemon reports in no topic
+/// (CIKM 2011: an atom with enough support is an emerging topic).
 pub fn dictclust_assign(
     docs: &[SparseDoc],
     m: usize,
@@ -310,11 +312,14 @@ pub fn dictclust_assign(
 ) -> Vec<Option<usize>> {
     let all: Vec<usize> = (0..docs.len()).filter(|&j| !docs[j].is_empty()).collect();
     let scores = vec![0.0; docs.len()];
-    dictclust(docs, &scores, &all, m, coding, params, seed)
-        .1
-        .into_iter()
-        .map(|a| a.map(|x| x as usize))
-        .collect()
+    let (topics, _) = dictclust(docs, &scores, &all, m, coding, params, seed);
+    let mut found = vec![None; docs.len()];
+    for (i, t) in topics.iter().enumerate() {
+        for &j in &t.members {
+            found[j] = Some(i);
+        }
+    }
+    found
 }
 
 /// The thresholds of a sweep: for every fraction q in (0, 1] (larger values are clamped) the
