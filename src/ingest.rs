@@ -192,9 +192,12 @@ impl Ingestor {
         };
         let t_store = Instant::now();
         let commit = self.store.commit(&model, &write)?;
+        // The transaction is applied (visible to readers and to the file-hash check) even if
+        // the flush below fails, so the model in memory must follow it now: a retry of this
+        // file then finds it committed, and the next batch steps from this timestep.
+        self.engine = model;
         self.store.flush()?;
         let seconds_store = t_store.elapsed().as_secs_f64();
-        self.engine = model;
         Ok(Outcome::Committed {
             timestep,
             stats: Box::new(out.stats),

@@ -532,3 +532,109 @@ fn empty_documents_get_a_defined_verdict_and_bad_params_name_the_field() {
     .to_string();
     assert!(e.contains("dnmf.delta"), "{e}");
 }
+
+/// Restore `m` from its parts and check the restored model's next step equals the original's.
+fn assert_restores(p: &DnmfParams, m: &DnmfModel, next: &[&str]) -> DnmfModel {
+    let parts = parts_map(m);
+    let back = DnmfModel::from_state_parts(p.clone(), &parts)
+        .unwrap_or_else(|e| panic!("a state the model wrote must load: {e}"));
+    let (m1, o1) = m.step(next).unwrap();
+    let (m2, o2) = back.step(next).unwrap();
+    assert_eq!(o1.verdicts, o2.verdicts);
+    assert_eq!(parts_map(&m1), parts_map(&m2));
+    m1
+}
+
+#[test]
+fn a_window_document_emptied_by_eviction_still_round_trips() {
+    // max_terms = 10: every batch of new words evicts the oldest, rarest terms, until the
+    // first window documents have lost every term
+    let p = DnmfParams {
+        text: novad::params::TextParams {
+            max_terms: 10,
+            ..Default::default()
+        },
+        min_df: 1,
+        window: 4,
+        ..small_params()
+    };
+    let batches: Vec<Vec<String>> = (0..5)
+        .map(|t| {
+            (0..4)
+                .map(|d| {
+                    (0..6)
+                        .map(|w| letters(t * 100 + d * 7 + w))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect()
+        })
+        .collect();
+    let mut m = DnmfModel::new(p.clone()).unwrap();
+    let mut emptied = false;
+    for b in &batches {
+        let texts: Vec<&str> = b.iter().map(|s| s.as_str()).collect();
+        m = assert_restores(&p, &m, &texts);
+        emptied |= m.window().any(|w| w.docs.iter().any(|d| d.is_empty()));
+    }
+    assert!(
+        emptied,
+        "the stream empties a window document (else the test proves nothing)"
+    );
+}
+
+#[test]
+fn an_empty_batch_keeps_the_topics_and_adds_none() {
+    let p = small_params();
+    let stream = planted(5);
+    let mut m = DnmfModel::new(p.clone()).unwrap();
+    for docs in stream.iter().take(2) {
+        let texts: Vec<&str> = docs.iter().map(|d| d.0.as_str()).collect();
+        m = m.step(&texts).unwrap().0;
+    }
+    let before: Vec<(u32, Vec<(u32, f32)>)> =
+        m.topics().iter().map(|t| (t.id, t.row.clone())).collect();
+    assert!(!before.is_empty());
+    for batch in [vec![], vec!["", "the and of"]] {
+        let (next, out) = m.step(&batch).unwrap();
+        let after: Vec<(u32, Vec<(u32, f32)>)> = next
+            .topics()
+            .iter()
+            .map(|t| (t.id, t.row.clone()))
+            .collect();
+        assert_eq!(
+            after, before,
+            "no topic injected or changed by an empty batch"
+        );
+        assert!(out
+            .verdicts
+            .iter()
+            .all(|v| v.empty && !v.novel && v.score == 0.0));
+        assert!(out.topics.is_empty());
+        m = assert_restores(&p, &next, &[]);
+    }
+    // and the stream goes on
+    let texts: Vec<&str> = stream[2].iter().map(|d| d.0.as_str()).collect();
+    let (_, out) = m.step(&texts).unwrap();
+    assert_eq!(out.verdicts.len(), texts.len());
+}
+
+#[test]
+fn a_first_batch_without_weight_does_not_use_up_the_bootstrap() {
+    // one document: every term has IDF 0, so the batch carries no signal
+    let p = small_params();
+    let m = DnmfModel::new(p.clone()).unwrap();
+    let (m, out) = m.step(&["alpha beta gamma delta"]).unwrap();
+    assert!(
+        m.topics().is_empty(),
+        "no topics learnt from a weightless batch"
+    );
+    assert!(!out.verdicts[0].empty && !out.verdicts[0].novel && !out.verdicts[0].bootstrap);
+    assert!(!out.stats.bootstrap);
+    // the next real batch bootstraps
+    let stream = planted(6);
+    let texts: Vec<&str> = stream[0].iter().map(|d| d.0.as_str()).collect();
+    let (m, out) = m.step(&texts).unwrap();
+    assert!(out.stats.bootstrap);
+    assert_eq!(m.topics().len(), p.initial_topics);
+}

@@ -38,7 +38,8 @@ pub struct TopicState {
     pub row: Vec<(u32, f32)>,
 }
 
-/// The documents of one window timestep: (term id, count) pairs per non-empty document.
+/// The documents of one window timestep: (term id, count) pairs per document (non-empty when
+/// it entered the window; vocabulary eviction may empty it later).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WindowStep {
     pub timestep: u64,
@@ -198,19 +199,39 @@ impl DnmfModel {
             ..Default::default()
         };
 
-        if n_new == 0 && bootstrap {
-            // nothing learnt yet: only the vocabulary and the (empty) window move on
+        // Nothing to factorise: no new document, or (before any topic exists) no document with
+        // weight — e.g. a single first document (IDF 0) or terms all below `min_df`. Topics stay
+        // as they are (none before bootstrap); the window moves on with an empty step, so no
+        // document without weights enters it.
+        let no_signal = x.val.iter().all(|&v| v == 0.0);
+        if n_new == 0 || (bootstrap && no_signal) {
+            if let Some(last) = window.back_mut() {
+                last.docs.clear();
+            }
+            let weights = if bootstrap {
+                window.iter().map(|_| Vec::new()).collect()
+            } else {
+                let mut w = weights;
+                w.push(Vec::new());
+                w
+            };
+            stats.bootstrap = false;
+            stats.atoms = topics.len();
+            let verdicts = (0..texts.len())
+                .map(|i| Verdict {
+                    empty: counts[i].is_empty(),
+                    ..empty_verdict()
+                })
+                .collect();
             let next = DnmfModel {
                 params: p.clone(),
                 vocab,
                 timestep: ts + 1,
                 next_id: self.next_id,
-                weights: window.iter().map(|_| Vec::new()).collect(),
+                weights,
                 window,
-                topics: Vec::new(),
+                topics,
             };
-            let verdicts = texts.iter().map(|_| empty_verdict()).collect();
-            stats.atoms = 0;
             return Ok((next, output(verdicts, Vec::new(), stats)));
         }
 
@@ -577,11 +598,11 @@ impl DnmfModel {
             let name = docs_part(t);
             let docs: Vec<Vec<(u32, u32)>> = get(parts, &name)?;
             for (i, doc) in docs.iter().enumerate() {
-                if doc.is_empty()
-                    || doc.iter().any(|&(id, c)| id as usize >= m || c == 0)
+                // (a document may have lost every term to vocabulary eviction: empty is valid)
+                if doc.iter().any(|&(id, c)| id as usize >= m || c == 0)
                     || doc.windows(2).any(|p| p[0].0 >= p[1].0)
                 {
-                    return bad(format!("part `{name}`: document {i} has an empty, unsorted, zero-count or out-of-vocabulary entry"));
+                    return bad(format!("part `{name}`: document {i} has an unsorted, zero-count or out-of-vocabulary entry"));
                 }
             }
             window.push_back(WindowStep { timestep: t, docs });
