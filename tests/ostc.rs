@@ -321,8 +321,8 @@ fn planted_topics_are_recovered() {
 
 /// The default dictionary step (stochastic EM, document-seeded start) with the default coding
 /// parameters recovers the planted topics: each planted topic is matched by a distinct learned
-/// topic holding most of its mass on the planted topic's words (> 0.6: the EM step's uniform
-/// floor σ = 0.3 keeps a share of every topic on all 48 terms).
+/// topic holding most of its mass on the planted topic's words (> 0.5, twice their uniform share
+/// 12/48: the EM step's uniform floor σ = 0.5 keeps half of each step's mass on all 48 terms).
 #[test]
 fn planted_topics_are_recovered_by_the_default_em_step() {
     assert_eq!(
@@ -361,7 +361,7 @@ fn planted_topics_are_recovered_by_the_default_em_step() {
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .unwrap();
         assert!(
-            m > 0.6,
+            m > 0.5,
             "planted topic {k}: best learned topic {best} has mass {m}"
         );
         used[best] = true;

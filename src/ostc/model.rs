@@ -63,8 +63,9 @@ pub struct OstcParams {
     /// How a mini-batch becomes a dictionary step (see [`StepRule`]; the paper's is `Raw`).
     /// Default `Em` (stochastic EM, see [`crate::ostc::dictionary::update_em`]).
     pub step_rule: StepRule,
-    /// Uniform floor σ ∈ [0, 1] of the EM step's batch estimate. Default 0.3 (measured on
-    /// 20NG: 0.01 lets held-out words fall to ε and the perplexity explode).
+    /// Uniform floor σ ∈ [0, 1] of the EM step's batch estimate. Default 0.5 (measured on
+    /// 20NG, 3000 training documents: held-out perplexity 31.5 at σ = 0.5, 128 at 0.3, 1883
+    /// at 0.1, ≈ 5·10⁴ at 0.01 — held-out words fall to ε — with the same accuracy).
     #[serde(default = "default_em_smooth")]
     pub em_smooth: f64,
     /// Documents of the bootstrap batch pooled into each initial topic (0 = the older
@@ -98,7 +99,7 @@ pub struct OstcParams {
 }
 
 fn default_em_smooth() -> f64 {
-    0.3
+    0.5
 }
 
 fn default_init_docs() -> usize {
