@@ -265,24 +265,48 @@ pub fn update_em(
         }
     }
     let mean = tot.iter().sum::<f64>() / k.max(1) as f64;
-    let mut out = Array2::<f64>::zeros((n, k));
-    for j in 0..k {
-        let a = if tot[j] > 0.0 && tot[j].is_finite() {
-            alpha * tot[j] / (tot[j] + mean)
-        } else {
-            0.0
-        };
-        let flat = a * smooth / n.max(1) as f64;
-        for i in 0..n {
-            out[[i, j]] = (1.0 - a) * beta[[i, j]] as f64 + flat;
+    let step: Vec<f64> = (0..k)
+        .map(|j| {
+            if tot[j] > 0.0 && tot[j].is_finite() {
+                alpha * tot[j] / (tot[j] + mean)
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let flat: Vec<f64> = step.iter().map(|a| a * smooth / n.max(1) as f64).collect();
+    // row-major passes (β is term-major): scale, add the batch estimate, renormalise; each pass
+    // computes in f64 and stores f32
+    let mut out = beta.clone();
+    for mut row in out.rows_mut() {
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = ((1.0 - step[j]) * *v as f64 + flat[j]) as f32;
         }
-        if a > 0.0 {
-            for (&id, row) in counts {
-                out[[id as usize, j]] += a * (1.0 - smooth) * row[j] / tot[j];
+    }
+    for (&id, row) in counts {
+        let mut r = out.row_mut(id as usize);
+        for (j, v) in r.iter_mut().enumerate() {
+            if step[j] > 0.0 {
+                *v = (*v as f64 + step[j] * (1.0 - smooth) * row[j] / tot[j]) as f32;
             }
         }
     }
-    normalise_columns(out)
+    let mut sums = vec![0.0f64; k];
+    for row in out.rows() {
+        for (s, &v) in sums.iter_mut().zip(row.iter()) {
+            *s += v as f64;
+        }
+    }
+    for mut row in out.rows_mut() {
+        for (v, &s) in row.iter_mut().zip(&sums) {
+            *v = if s > 0.0 && s.is_finite() {
+                (*v as f64 / s) as f32
+            } else {
+                1.0 / n as f32
+            };
+        }
+    }
+    out
 }
 
 /// One dictionary step from a mini-batch of coded documents (term ids, counts, codes) with
