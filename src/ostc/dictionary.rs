@@ -6,6 +6,12 @@
 //!
 //! Online update (WWW'13 Eq. 12): β_k ← Π_P(β_k − α_t ĝ_k), ĝ = (1/M) Σ_d ∇_β ℓ(s_d, β) with
 //! ∂ℓ/∂β_kn = Σ_{d: n ∈ I_d} s_dnk (1 − w_dn/ν_dn), and α_t = τ₀/(t + τ).
+//!
+//! The default step ([`StepRule::Em`], [`update_em`]) replaces the raw gradient by the
+//! stochastic-EM / natural-gradient direction (β moves towards the batch's normalised expected
+//! topic-term counts); the raw rule is kept as [`StepRule::Raw`]. Why (20NG, K = 60): with the
+//! raw or preconditioned gradient the codes' SVM accuracy stayed at 0.06–0.16; with the EM step
+//! (and PLSA-started word codes, see [`crate::ostc::coding::init_codes`]) it is 0.66.
 
 use std::collections::BTreeMap;
 

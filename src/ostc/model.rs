@@ -3,8 +3,9 @@
 //! A timestep: tokenize; observe the vocabulary (new terms get a small uniform mass in every
 //! topic, evicted terms' rows are dropped, topics renormalised); code every document under the
 //! current β and score it; threshold the scores; then learn: `passes` sweeps over the batch in
-//! seeded random mini-batches of `batch_size` documents, each one projected-gradient step
-//! β ← Π_P(β − α_t ĝ) with α_t = τ₀/(t + τ) (t counts mini-batch updates over the model's life).
+//! seeded random mini-batches of `batch_size` documents, each one dictionary step with
+//! α_t = τ₀/(t + τ) (t counts mini-batch updates over the model's life): by default the
+//! stochastic-EM step, or the paper's projected-gradient step β ← Π_P(β − α_t ĝ) (`step_rule`).
 //! The first batch with a non-empty document initialises β and is the bootstrap batch (never
 //! novel, `bootstrap_passes` sweeps).
 //!
