@@ -319,6 +319,100 @@ fn planted_topics_are_recovered() {
     }
 }
 
+/// The default dictionary step (stochastic EM, document-seeded start) with the default coding
+/// parameters recovers the planted topics: each planted topic is matched by a distinct learned
+/// topic holding most of its mass on the planted topic's words (> 0.5, twice their uniform share
+/// 12/48: the EM step's uniform floor σ = 0.5 keeps half of each step's mass on all 48 terms).
+#[test]
+fn planted_topics_are_recovered_by_the_default_em_step() {
+    assert_eq!(
+        OstcParams::default().step_rule,
+        novad::ostc::dictionary::StepRule::Em
+    );
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let texts = planted(&mut rng, &[0, 1, 2, 3], 400);
+    let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
+    let p = OstcParams {
+        seed: 5,
+        k: 4,
+        batch_size: 16,
+        passes: 3,
+        bootstrap_passes: 10,
+        ..OstcParams::default()
+    };
+    let mut m = OstcModel::new(p).unwrap();
+    for chunk in refs.chunks(100) {
+        m = m.step(chunk).unwrap().0;
+    }
+    let beta = m.beta();
+    let v = m.vocab();
+    let mut used = [false; 4];
+    for k in 0..4 {
+        let prefix = format!("topic{}", (b'a' + k as u8) as char);
+        let mass = |j: usize| -> f64 {
+            (0..v.len())
+                .filter(|&i| v.term(i as u32).starts_with(&prefix))
+                .map(|i| beta[[i, j]] as f64)
+                .sum()
+        };
+        let (best, m) = (0..4)
+            .filter(|&j| !used[j])
+            .map(|j| (j, mass(j)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap();
+        assert!(
+            m > 0.5,
+            "planted topic {k}: best learned topic {best} has mass {m}"
+        );
+        used[best] = true;
+    }
+}
+
+/// The EM step: with α = 1, σ = 0 and one topic explaining all counts, that topic becomes the
+/// normalised expected counts (the EM fixed point for fixed codes); every step stays on the
+/// simplex; a topic with no counts in the batch does not move.
+#[test]
+fn em_step_moves_topics_to_normalised_expected_counts() {
+    use ndarray::Array2;
+    use novad::ostc::dictionary::{topic_term_counts, update_em};
+    let beta = Array2::from_shape_vec((3, 2), vec![0.5f32, 0.2, 0.3, 0.3, 0.2, 0.5]).unwrap();
+    let mut c: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    c.insert(0, vec![6.0, 0.0]);
+    c.insert(2, vec![2.0, 0.0]);
+    let b = update_em(&beta, &c, 1.0, 0.0);
+    // a_0 = α C_0 / (C_0 + C̄) = 8 / (8 + 4) = 2/3
+    let a = 2.0 / 3.0;
+    let want = [
+        (1.0 - a) * 0.5 + a * 0.75,
+        (1.0 - a) * 0.3,
+        (1.0 - a) * 0.2 + a * 0.25,
+    ];
+    for (i, w) in want.iter().enumerate() {
+        assert!(
+            (b[[i, 0]] as f64 - w).abs() < 1e-6,
+            "{i}: {} vs {w}",
+            b[[i, 0]]
+        );
+        assert!((b[[i, 1]] - beta[[i, 1]]).abs() < 1e-7);
+    }
+    for col in b.columns() {
+        assert!((col.sum() - 1.0).abs() < 1e-5);
+    }
+    // expected counts split each word's count by s_k β_kn / ν
+    let code = novad::ostc::DocCode {
+        s: vec![1.0, 1.0, 2.0, 0.0],
+        theta: vec![0.0, 0.0],
+        nu: vec![0.5 * 1.0 + 0.2 * 1.0, 0.3 * 2.0],
+        objective: 0.0,
+        sweeps: 1,
+    };
+    let ids = [0u32, 1];
+    let w = [7.0, 3.0];
+    let c = topic_term_counts(&[(&ids[..], &w[..], &code)], &beta);
+    assert!((c[&0][0] - 5.0).abs() < 1e-6 && (c[&0][1] - 2.0).abs() < 1e-6);
+    assert!((c[&1][0] - 3.0).abs() < 1e-6 && c[&1][1] == 0.0);
+}
+
 #[test]
 fn documents_of_an_unseen_topic_score_higher_and_are_novel() {
     let mut rng = ChaCha8Rng::seed_from_u64(2);

@@ -38,7 +38,9 @@ use thiserror::Error;
 use crate::ostc::coding::{
     code_doc, code_doc_collapsed, code_doc_with, poisson_nll, CodeParams, DocCode,
 };
-use crate::ostc::dictionary::{gradient, init_dictionary, learning_rate, update, StepRule};
+use crate::ostc::dictionary::{
+    init_dictionary, init_dictionary_from_docs, learning_rate, step, StepRule,
+};
 use crate::ostc::medstc::{features, Pegasos};
 use crate::ostc::model::doc_block;
 use crate::params::TextParams;
@@ -62,15 +64,16 @@ pub struct OstcEvalArgs {
     #[arg(long, default_value_t = 0.1)]
     pub rho: f64,
     /// Gaussian coupling γ (= λ).
-    #[arg(long, default_value_t = 0.001)]
+    #[arg(long, default_value_t = 0.01)]
     pub gamma: f64,
     /// Learning rate α_t = τ₀/(t + τ).
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 2.0)]
     pub tau0: f64,
     #[arg(long, default_value_t = 10.0)]
     pub tau: f64,
-    /// τ₀ of batch STC (its gradient is the mean over all training documents).
-    #[arg(long, default_value_t = 0.5)]
+    /// τ₀ of batch STC (its step uses all training documents). The default 10 with τ = 10
+    /// makes the first batch EM step a full M-step (α = 1), then 0.91, 0.83, …
+    #[arg(long, default_value_t = 10.0)]
     pub batch_tau0: f64,
     /// Mini-batch size M of the online learners.
     #[arg(long, default_value_t = 64)]
@@ -109,8 +112,14 @@ pub struct OstcEvalArgs {
     #[arg(long, default_value_t = 10)]
     pub svm_epochs: u32,
     /// How a gradient becomes a dictionary step.
-    #[arg(long, value_enum, default_value_t = StepRule::Preconditioned)]
+    #[arg(long, value_enum, default_value_t = StepRule::Em)]
     pub step: StepRule,
+    /// Uniform floor σ of the EM step.
+    #[arg(long, default_value_t = 0.5)]
+    pub em_smooth: f64,
+    /// Training documents pooled into each initial topic (0 = term frequencies plus noise).
+    #[arg(long, default_value_t = 0)]
+    pub init_docs: usize,
     /// Classify on θ/‖θ‖₂ (the paper's features) instead of the topic counts z/‖z‖₂.
     #[arg(long)]
     pub theta_features: bool,
@@ -119,6 +128,10 @@ pub struct OstcEvalArgs {
     pub no_collapsed: bool,
     #[arg(long)]
     pub no_medstc: bool,
+    /// Diagnostic: start from the class-conditional term distributions of the training labels
+    /// (topic j = class j mod 20, smoothed) and log the STC + SVM accuracy on that dictionary.
+    #[arg(long)]
+    pub oracle_init: bool,
 }
 
 #[derive(Debug, Error)]
@@ -160,7 +173,7 @@ pub struct OstcEvalSummary {
     pub batch: Vec<Checkpoint>,
     pub collapsed: Vec<Checkpoint>,
     pub medstc: Vec<Checkpoint>,
-    /// Seconds online STC needed to reach the final batch-STC perplexity (None = never).
+    /// Seconds online STC needed to reach the best batch-STC perplexity (None = never).
     pub online_seconds_to_batch_perplexity: Option<f64>,
     pub sparsity_online: f64,
     pub sparsity_batch: f64,
@@ -344,7 +357,7 @@ fn gradient_step(
     docs: &[&Doc],
     codes: &[DocCode],
     alpha: f64,
-    rule: StepRule,
+    (rule, smooth): (StepRule, f64),
 ) -> Array2<f32> {
     let ids: Vec<Vec<u32>> = docs
         .iter()
@@ -357,8 +370,7 @@ fn gradient_step(
     let parts: Vec<(&[u32], &[f64], &DocCode)> = (0..docs.len())
         .map(|j| (ids[j].as_slice(), ws[j].as_slice(), &codes[j]))
         .collect();
-    let g = gradient(&parts, beta.ncols());
-    update(beta, &g, alpha, rule)
+    step(beta, &parts, alpha, rule, smooth)
 }
 
 /// Classifier features of a document: its topic counts (see [`DocCode::topic_counts`]) or θ.
@@ -494,7 +506,7 @@ fn run_online(
                 &docs,
                 &codes,
                 learning_rate(t, args.tau0, args.tau),
-                args.step,
+                (args.step, args.em_smooth),
             );
             t += 1;
             secs += t0.elapsed().as_secs_f64();
@@ -551,7 +563,43 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
         tol: 1e-4,
     };
     let mut init_rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0x5EED);
-    let beta0 = init_dictionary(data.vocab, args.k, &data.tf, 5.0, &mut init_rng);
+    let mut beta0 = if args.init_docs == 0 {
+        init_dictionary(data.vocab, args.k, &data.tf, 5.0, &mut init_rng)
+    } else {
+        let docs: Vec<&[(u32, u32)]> = data.train.iter().map(|d| d.0.as_slice()).collect();
+        init_dictionary_from_docs(
+            data.vocab,
+            args.k,
+            &data.tf,
+            &docs,
+            args.init_docs,
+            0.5,
+            &mut init_rng,
+        )
+    };
+    if args.oracle_init {
+        let mut m = Array2::<f64>::from_elem((data.vocab, args.k), 0.01);
+        for (d, y) in &data.train {
+            for j in (0..args.k).filter(|j| j % classes == *y) {
+                for &(id, c) in d {
+                    m[[id as usize, j]] += c as f64;
+                }
+            }
+        }
+        for mut col in m.columns_mut() {
+            let t: f64 = col.sum();
+            col.mapv_inplace(|x| x / t);
+        }
+        beta0 = m.mapv(|x| x as f32);
+        let feats: Vec<(Vec<f64>, usize)> = data
+            .train
+            .par_iter()
+            .map(|(d, y)| (doc_features(d, &beta0, &p, args.theta_features), *y))
+            .collect();
+        let svm = fit_svm(&feats, args, classes, &mut rng);
+        let acc = accuracy(&data.test, &beta0, &p, &svm, args.theta_features);
+        tracing::info!(acc, "oracle dictionary: STC + SVM");
+    }
     tracing::info!(
         vocab = data.vocab,
         train = data.train.len(),
@@ -575,7 +623,7 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
             &docs,
             &codes,
             learning_rate(it as u64, args.batch_tau0, args.tau),
-            args.step,
+            (args.step, args.em_smooth),
         );
         secs += t0.elapsed().as_secs_f64();
         batch.push(Checkpoint {
@@ -605,7 +653,12 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
     let sparsity_batch = perplexity(&data.perp, &beta_batch, &p, false).1;
     let dense = CodeParams { rho: 0.0, ..p };
     let sparsity_dense = perplexity(&data.perp, &beta_online, &dense, false).1;
-    let target = batch.last().map(|c| c.perplexity).unwrap_or(f64::INFINITY);
+    // the best perplexity batch STC reaches (not its last: sharpening topics can raise it)
+    let target = batch
+        .iter()
+        .skip(1)
+        .map(|c| c.perplexity)
+        .fold(f64::INFINITY, f64::min);
     let online_seconds_to_batch_perplexity = online
         .iter()
         .find(|c| c.perplexity <= target)
@@ -689,7 +742,7 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
                     &docs,
                     &codes,
                     learning_rate(t, args.tau0, args.tau),
-                    args.step,
+                    (args.step, args.em_smooth),
                 );
                 t += 1;
                 secs += t0.elapsed().as_secs_f64();
@@ -855,7 +908,7 @@ fn markdown(s: &OstcEvalSummary) -> String {
     }
     let _ = writeln!(
         m,
-        "\nOnline STC reaches the final batch-STC perplexity after: {}.\n",
+        "\nOnline STC reaches the best batch-STC perplexity after: {}.\n",
         s.online_seconds_to_batch_perplexity
             .map_or("never (within the run)".to_string(), |v| format!(
                 "{v:.1} s"

@@ -231,18 +231,58 @@ pub fn collapsed_objective(doc: &DocBlock, s: &[f64], p: &CodeParams) -> f64 {
     f + b * tot.iter().map(|t| t * t).sum::<f64>()
 }
 
-/// Starting word codes: s_nk = w_n β_kn / Σ_j β_jn² (so that s_nᵀβ_{·n} = w_n, the count),
-/// spread over the topics in proportion to their weight on the term — no topic is favoured by
-/// the coordinate order. 0 for a term no topic carries.
+/// Multiplicative (PLSA / KL-NMF) iterations for the document's topic proportions π (on the
+/// simplex) under the dictionary rows: π_k ← π_k Σ_n w_n β_kn / (πᵀβ_{·n}) / Σ_n w_n, from
+/// uniform.
+pub const INIT_ITERS: usize = 15;
+
+/// Starting word codes: s_n = w_n π / πᵀβ_{·n} with π the document's topic proportions after
+/// [`INIT_ITERS`] PLSA iterations (so that s_nᵀβ_{·n} = w_n, the count, and every word code
+/// points in the document's direction). The STC objective is jointly convex in (s, θ), so the
+/// start changes only how fast coordinate descent gets there — but with the word codes tied to
+/// θ the s/θ alternation moves θ slowly, and a start that ignores the document (each word's
+/// code following its own β row) leaves every term's codes on the same topics in every
+/// document, so the dictionary never sees co-occurrence. Symmetric in the topics: no topic is
+/// favoured by the coordinate order. 0 for a term no topic carries.
 pub fn init_codes(doc: &DocBlock) -> Vec<f64> {
     let k = doc.k;
-    let mut s = vec![0.0; doc.len() * k];
-    for n in 0..doc.len() {
+    let nw = doc.len();
+    let mut s = vec![0.0; nw * k];
+    if k == 0 || nw == 0 {
+        return s;
+    }
+    let tot: f64 = doc.w.iter().sum();
+    let mut pi = vec![1.0 / k as f64; k];
+    let mut acc = vec![0.0; k];
+    for _ in 0..INIT_ITERS {
+        acc.iter_mut().for_each(|a| *a = 0.0);
+        for n in 0..nw {
+            let b = doc.row(n);
+            let nu: f64 = pi.iter().zip(b).map(|(p, x)| p * x).sum();
+            if nu > 0.0 && nu.is_finite() {
+                let f = doc.w[n] / nu;
+                for (a, &x) in acc.iter_mut().zip(b) {
+                    *a += f * x;
+                }
+            }
+        }
+        let mut z = 0.0;
+        for (p, a) in pi.iter_mut().zip(&acc) {
+            *p *= a / tot.max(1e-300);
+            z += *p;
+        }
+        if !(z > 0.0 && z.is_finite()) {
+            pi.iter_mut().for_each(|p| *p = 1.0 / k as f64);
+            break;
+        }
+        pi.iter_mut().for_each(|p| *p /= z);
+    }
+    for n in 0..nw {
         let b = doc.row(n);
-        let q: f64 = b.iter().map(|x| x * x).sum();
-        if q > 0.0 && q.is_finite() {
-            for (v, &x) in s[n * k..(n + 1) * k].iter_mut().zip(b) {
-                *v = doc.w[n] * x / q;
+        let nu: f64 = pi.iter().zip(b).map(|(p, x)| p * x).sum();
+        if nu > 0.0 && nu.is_finite() {
+            for (v, &p) in s[n * k..(n + 1) * k].iter_mut().zip(&pi) {
+                *v = doc.w[n] * p / nu;
             }
         }
     }

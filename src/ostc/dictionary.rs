@@ -6,6 +6,12 @@
 //!
 //! Online update (WWW'13 Eq. 12): β_k ← Π_P(β_k − α_t ĝ_k), ĝ = (1/M) Σ_d ∇_β ℓ(s_d, β) with
 //! ∂ℓ/∂β_kn = Σ_{d: n ∈ I_d} s_dnk (1 − w_dn/ν_dn), and α_t = τ₀/(t + τ).
+//!
+//! The default step ([`StepRule::Em`], [`update_em`]) replaces the raw gradient by the
+//! stochastic-EM / natural-gradient direction (β moves towards the batch's normalised expected
+//! topic-term counts); the raw rule is kept as [`StepRule::Raw`]. Why (20NG, K = 60): with the
+//! raw or preconditioned gradient the codes' SVM accuracy stayed at 0.06–0.16; with the EM step
+//! (and PLSA-started word codes, see [`crate::ostc::coding::init_codes`]) it is 0.66.
 
 use std::collections::BTreeMap;
 
@@ -83,6 +89,62 @@ pub fn init_dictionary(
     b
 }
 
+/// A fresh dictionary seeded from documents (the NMF / k-means++-style initialisation from data
+/// columns): topic j mixes `bg` × the corpus term frequencies `tf` (each entry jittered by a
+/// uniform factor in [0.5, 1.5)) with (1 − `bg`) × the pooled normalised counts of
+/// `per_topic` documents drawn at random from `docs` (lists of (id, count)). Seeding topics
+/// from co-occurring terms breaks the symmetry that a near-uniform start leaves to the word
+/// codes (each term's codes would otherwise follow the same topic in every document). With no
+/// non-empty document it is [`init_dictionary`] with data weight 5.
+pub fn init_dictionary_from_docs(
+    n: usize,
+    k: usize,
+    tf: &[f64],
+    docs: &[&[(u32, u32)]],
+    per_topic: usize,
+    bg: f64,
+    rng: &mut ChaCha8Rng,
+) -> Array2<f32> {
+    let nonempty: Vec<&[(u32, u32)]> = docs.iter().copied().filter(|d| !d.is_empty()).collect();
+    if nonempty.is_empty() || n == 0 {
+        return init_dictionary(n, k, tf, 5.0, rng);
+    }
+    let tot: f64 = tf.iter().sum::<f64>();
+    let bg = bg.clamp(0.0, 1.0);
+    let mut out = Array2::<f64>::zeros((n, k));
+    for j in 0..k {
+        let mut col: Vec<f64> = (0..n)
+            .map(|i| {
+                let u: f64 = rng.random_range(0.5..1.5);
+                let p = if tot > 0.0 {
+                    tf.get(i).copied().unwrap_or(0.0) / tot
+                } else {
+                    0.0
+                };
+                u * (bg * p + 1e-3 / n as f64)
+            })
+            .collect();
+        let mut seed = vec![0.0f64; n];
+        for _ in 0..per_topic.max(1) {
+            let d = nonempty[rng.random_range(0..nonempty.len())];
+            let m: f64 = d.iter().map(|c| c.1 as f64).sum();
+            for &(id, c) in d {
+                if (id as usize) < n {
+                    seed[id as usize] += c as f64 / m;
+                }
+            }
+        }
+        let sm: f64 = seed.iter().sum();
+        for (c, s) in col.iter_mut().zip(&seed) {
+            *c += (1.0 - bg) * s / sm;
+        }
+        for (i, c) in col.into_iter().enumerate() {
+            out[[i, j]] = c;
+        }
+    }
+    normalise_columns(out)
+}
+
 /// Apply a vocabulary change to β: surviving rows move to their new ids, evicted rows are
 /// dropped, new rows get `new_mass` / new_len each, then every topic is renormalised to sum 1.
 /// With no topic mass left (all rows evicted) a topic becomes uniform.
@@ -150,6 +212,123 @@ pub enum StepRule {
     /// Diagonally preconditioned by β (d_kn = β_kn ĝ_kn, a scale-free direction: the additive
     /// form of the KL-NMF multiplicative update), then ℓ1-normalised like `Normalised`.
     Preconditioned,
+    /// Stochastic EM (natural-gradient) step, see [`update_em`]: each topic moves towards the
+    /// mini-batch's normalised expected topic-term counts, β_k ← (1 − a_k) β_k + a_k ĉ_k.
+    Em,
+}
+
+/// Expected topic-term counts of a mini-batch: c_kn = Σ_d w_dn s_dnk β_kn / ν_dn (the share of
+/// each word's Poisson mean that topic k supplies, times its count), only on the batch's terms.
+pub fn topic_term_counts(
+    docs: &[(&[u32], &[f64], &DocCode)],
+    beta: &Array2<f32>,
+) -> BTreeMap<u32, Vec<f64>> {
+    let k = beta.ncols();
+    let mut c: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for (ids, w, code) in docs {
+        for (n, &id) in ids.iter().enumerate() {
+            let f = w[n] / code.nu[n];
+            let b = beta.row(id as usize);
+            let row = c.entry(id).or_insert_with(|| vec![0.0; k]);
+            for ((r, &s), &bv) in row
+                .iter_mut()
+                .zip(&code.s[n * k..(n + 1) * k])
+                .zip(b.iter())
+            {
+                *r += f * s * bv as f64;
+            }
+        }
+    }
+    c
+}
+
+/// The stochastic-EM dictionary step. For fixed word codes the Poisson loss's β-subproblem is
+/// solved by the EM / KL-NMF fixed point β_kn ∝ c_kn (expected topic-term counts, see
+/// [`topic_term_counts`]); online, each topic takes a convex step towards the mini-batch's
+/// normalised counts ĉ_k = c_k / C_k (C_k = Σ_n c_kn):
+///
+/// β_k ← (1 − a_k) β_k + a_k ĉ_k, a_k = α C_k / (C_k + C̄), C̄ = Σ_k C_k / K,
+///
+/// so a topic that explains few of the batch's tokens moves little (its ĉ_k is noisy); ĉ_k is
+/// smoothed as (1 − σ) c_k / C_k + σ/N (σ = `smooth`, a Dirichlet-like floor so that terms absent
+/// from recent batches keep some mass and held-out words stay explainable). A convex
+/// combination of simplex points stays on the simplex (renormalised against rounding): this is
+/// the projected step Π_P(β − α_k(β − ĉ)) of the paper's family with the natural-gradient
+/// direction (Hoffman et al. 2010) in place of the raw Poisson gradient. α ∈ [0, 1] (clamped).
+pub fn update_em(
+    beta: &Array2<f32>,
+    counts: &BTreeMap<u32, Vec<f64>>,
+    alpha: f64,
+    smooth: f64,
+) -> Array2<f32> {
+    let (n, k) = beta.dim();
+    let alpha = alpha.clamp(0.0, 1.0);
+    let smooth = smooth.clamp(0.0, 1.0);
+    let mut tot = vec![0.0f64; k];
+    for row in counts.values() {
+        for (t, &v) in tot.iter_mut().zip(row) {
+            *t += v;
+        }
+    }
+    let mean = tot.iter().sum::<f64>() / k.max(1) as f64;
+    let step: Vec<f64> = (0..k)
+        .map(|j| {
+            if tot[j] > 0.0 && tot[j].is_finite() {
+                alpha * tot[j] / (tot[j] + mean)
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let flat: Vec<f64> = step.iter().map(|a| a * smooth / n.max(1) as f64).collect();
+    // row-major passes (β is term-major): scale, add the batch estimate, renormalise; each pass
+    // computes in f64 and stores f32
+    let mut out = beta.clone();
+    for mut row in out.rows_mut() {
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = ((1.0 - step[j]) * *v as f64 + flat[j]) as f32;
+        }
+    }
+    for (&id, row) in counts {
+        let mut r = out.row_mut(id as usize);
+        for (j, v) in r.iter_mut().enumerate() {
+            if step[j] > 0.0 {
+                *v = (*v as f64 + step[j] * (1.0 - smooth) * row[j] / tot[j]) as f32;
+            }
+        }
+    }
+    let mut sums = vec![0.0f64; k];
+    for row in out.rows() {
+        for (s, &v) in sums.iter_mut().zip(row.iter()) {
+            *s += v as f64;
+        }
+    }
+    for mut row in out.rows_mut() {
+        for (v, &s) in row.iter_mut().zip(&sums) {
+            *v = if s > 0.0 && s.is_finite() {
+                (*v as f64 / s) as f32
+            } else {
+                1.0 / n as f32
+            };
+        }
+    }
+    out
+}
+
+/// One dictionary step from a mini-batch of coded documents (term ids, counts, codes) with
+/// rate α, by `rule`: the projected gradient step [`update`] or the EM step [`update_em`].
+/// `smooth` is the EM step's σ (unused by the gradient rules).
+pub fn step(
+    beta: &Array2<f32>,
+    docs: &[(&[u32], &[f64], &DocCode)],
+    alpha: f64,
+    rule: StepRule,
+    smooth: f64,
+) -> Array2<f32> {
+    match rule {
+        StepRule::Em => update_em(beta, &topic_term_counts(docs, beta), alpha, smooth),
+        _ => update(beta, &gradient(docs, beta.ncols()), alpha, rule),
+    }
 }
 
 /// One projected-gradient step β ← Π_P(β − α ĝ) on every topic, shaped by `rule`. Returns the
