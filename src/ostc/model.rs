@@ -33,7 +33,7 @@ use crate::ostc::dictionary::{
     check_dictionary, init_dictionary, init_dictionary_from_docs, learning_rate, remap_dictionary,
     step, StepRule,
 };
-use crate::params::{ParamsError, TextParams};
+use crate::params::{check, ParamsError, TextParams};
 use crate::text::{Tokenizer, Vocabulary};
 use crate::threshold::{decide, ScoreHistory, ThresholdRule, BINS};
 use crate::topics::{Topic, TopicKind};
@@ -155,18 +155,6 @@ impl OstcParams {
 
     /// Check every field; the error names it as `ostc.<field>`.
     pub fn validate(&self) -> Result<(), ParamsError> {
-        fn check(
-            ok: bool,
-            field: &'static str,
-            want: &'static str,
-            got: String,
-        ) -> Result<(), ParamsError> {
-            if ok {
-                Ok(())
-            } else {
-                Err(ParamsError::OutOfRange { field, want, got })
-            }
-        }
         let pos = |x: f64| x.is_finite() && x > 0.0;
         check(
             (1..=10_000).contains(&self.k),
@@ -264,19 +252,8 @@ impl OstcParams {
             "≥ 1",
             self.min_support.to_string(),
         )?;
-        let t = &self.text;
-        check(
-            t.max_terms >= 10,
-            "ostc.text.max_terms",
-            "≥ 10",
-            t.max_terms.to_string(),
-        )?;
-        check(
-            t.min_token_len >= 1 && t.min_token_len <= t.max_token_len,
-            "ostc.text.min_token_len",
-            "1 ≤ min_token_len ≤ max_token_len",
-            format!("{}..{}", t.min_token_len, t.max_token_len),
-        )?;
+        self.text
+            .validate(["ostc.text.max_terms", "ostc.text.min_token_len"])?;
         match self.threshold {
             ThresholdRule::Fixed { zeta } => check(
                 zeta.is_finite(),
@@ -453,13 +430,7 @@ impl OstcModel {
     }
 
     fn tokenizer(&self) -> Tokenizer {
-        let t = &self.params.text;
-        Tokenizer::new(
-            t.min_token_len,
-            t.max_token_len,
-            t.builtin_stop_words,
-            &t.extra_stop_words,
-        )
+        self.params.text.tokenizer()
     }
 
     /// Process one batch. Pure: `self` is not modified.

@@ -314,10 +314,20 @@ pub fn crash_cycles_with(
         progress >= (kills / 4).max(1),
         "kills landed during ingest ({progress} of {kills} cycles made progress)"
     );
+    // the last daemon must be up (signal handlers installed: it logs "novad running" after
+    // that) before it is stopped, or a SIGTERM during its start-up kills it by default action
+    let started = |d: &Dirs| {
+        std::fs::read_to_string(d.log())
+            .unwrap_or_default()
+            .matches("novad running")
+            .count()
+    };
+    let before = started(&d);
     let daemon = Daemon::start(&d, &[]);
     wait_for(120, "all processed", || {
         files_in(&d.processed()).len() == files
     });
+    wait_for(60, "the last daemon is up", || started(&d) > before);
     assert_eq!(stop(daemon), 0);
     assert!(files_in(&d.inbox()).is_empty());
     assert_eq!(files_in(&d.processed()), names);
