@@ -59,7 +59,6 @@ pub trait PartsModel: Sized + Clone {
     type Params: Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeOwned + Default;
     const KIND: ModelKind;
     fn create(params: Self::Params) -> Result<Self, ParamsError>;
-    fn check_params(params: &Self::Params) -> Result<(), ParamsError>;
     fn step(&self, texts: &[&str]) -> Result<(Self, StepOutput), EngineError>;
     fn params(&self) -> &Self::Params;
     /// Index the next batch gets (0 before the first).
@@ -255,9 +254,6 @@ macro_rules! parts_model {
             const KIND: ModelKind = $kind;
             fn create(params: $params) -> Result<Self, ParamsError> {
                 <$model>::new(params)
-            }
-            fn check_params(params: &$params) -> Result<(), ParamsError> {
-                params.validate()
             }
             fn step(&self, texts: &[&str]) -> Result<(Self, StepOutput), EngineError> {
                 <$model>::step(self, texts)

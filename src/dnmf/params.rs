@@ -7,7 +7,7 @@ use crate::params::{check, ParamsError, TextParams};
 /// Parameters of [`super::DnmfModel`]. Defaults follow the paper (ω = 4 timesteps, B = 2
 /// emerging topics per timestep, HP λ = 10) where it gives values; the rest (δ = 0.01,
 /// µ = 100, ν = 200, residual-seeded emerging topics) were chosen on the CIKM 20 Newsgroups
-/// stream (~1,000 documents per timestep, `examples/eval_dnmf.rs`) and are documented per
+/// stream (~1,000 documents per timestep, `novad eval-dnmf`) and are documented per
 /// field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

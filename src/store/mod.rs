@@ -234,14 +234,6 @@ impl Store {
         }
     }
 
-    /// The ℓ1 parameters the store was created with (None for a new store or another model).
-    pub fn params(&self) -> Result<Option<Params>> {
-        Ok(match self.model_params()? {
-            Some(ModelParams::L1(p)) => Some(p),
-            _ => None,
-        })
-    }
-
     /// Open the model: the stored one, or a new one from `requested` (or the ℓ1 defaults) for
     /// a new store. When `requested` is given for an existing store, it must be of the same
     /// kind and equal the stored parameters; the differing fields are named otherwise.
@@ -287,18 +279,6 @@ impl Store {
                 self.flush()?;
                 Ok(engine)
             }
-        }
-    }
-
-    /// The stored ℓ1 model (or a new one) — [`Store::engine`] for callers that only handle ℓ1.
-    pub fn model(&mut self, requested: Option<&Params>) -> Result<Model> {
-        let req = requested.map(|p| ModelParams::L1(p.clone()));
-        match self.engine(req.as_ref())? {
-            Engine::L1(m) => Ok(*m),
-            other => Err(StoreError::Conflict {
-                dir: self.dir_string(),
-                fields: format!("model (store: {}, requested: l1)", other.kind()),
-            }),
         }
     }
 
