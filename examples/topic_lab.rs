@@ -209,7 +209,58 @@ struct Judge<'a> {
     params: &'a Params,
 }
 
+/// A cluster's centroid judged against Â_t.
+struct Centroid {
+    /// The detector's score of the centroid: (objective + α · never-seen mass) / (1 + α).
+    score: f64,
+    /// Its ℓ1 coding objective over Â_t alone.
+    objective: f64,
+    /// Mean never-seen mass of the members.
+    unseen: f64,
+    /// Centroid mass on terms shared by ≥ 2 members.
+    shared: f64,
+}
+
 impl Judge<'_> {
+    /// Members (positions in `sel`) of every cluster of `found`, by cluster.
+    fn clusters(found: &[Option<usize>]) -> std::collections::BTreeMap<usize, Vec<usize>> {
+        let mut clusters: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        for (q, c) in found.iter().enumerate() {
+            if let Some(c) = c {
+                clusters.entry(*c).or_default().push(q);
+            }
+        }
+        clusters
+    }
+
+    /// The centroid (mean unit-ℓ1 member vector) of `mem` and its score against Â_t.
+    fn centroid(&self, sel: &[usize], mem: &[usize]) -> Centroid {
+        let mut acc: std::collections::BTreeMap<u32, (f64, usize)> = Default::default();
+        let mut unseen = 0.0;
+        for &q in mem {
+            let d = &self.docs[sel[q]];
+            for (&i, &v) in d.ids.iter().zip(&d.vals) {
+                let e = acc.entry(i).or_insert((0.0, 0));
+                e.0 += v / mem.len() as f64;
+                e.1 += 1;
+            }
+            unseen += self.unseen[sel[q]] / mem.len() as f64;
+        }
+        let cen = SparseDoc {
+            ids: acc.keys().copied().collect(),
+            vals: acc.values().map(|x| x.0).collect(),
+        };
+        let cd = novad::coding::CodingDict::new(self.dict.view(), self.params.coding.step);
+        let code = novad::coding::code_batch(&cd, std::slice::from_ref(&cen), &self.params.coding);
+        let alpha = self.params.unseen_weight;
+        Centroid {
+            score: (code[0].score + alpha * unseen) / (1.0 + alpha),
+            objective: code[0].score,
+            unseen,
+            shared: acc.values().filter(|x| x.1 >= 2).map(|x| x.0).sum(),
+        }
+    }
+
     fn report(
         &self,
         t: usize,
@@ -218,78 +269,27 @@ impl Judge<'_> {
         truth: &[Option<usize>],
         scores: &[f64],
     ) {
-        let mut clusters: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-        for (q, c) in found.iter().enumerate() {
-            if let Some(c) = c {
-                clusters.entry(*c).or_default().push(q);
-            }
-        }
-        let alpha = self.params.unseen_weight;
-        let cd = novad::coding::CodingDict::new(self.dict.view(), self.params.coding.step);
-        for (c, mem) in clusters {
-            let mut acc: std::collections::BTreeMap<u32, (f64, usize)> = Default::default();
-            let mut u = 0.0;
-            for &q in &mem {
-                let d = &self.docs[sel[q]];
-                for (&i, &v) in d.ids.iter().zip(&d.vals) {
-                    let e = acc.entry(i).or_insert((0.0, 0));
-                    e.0 += v / mem.len() as f64;
-                    e.1 += 1;
-                }
-                u += self.unseen[sel[q]] / mem.len() as f64;
-            }
-            let cen = SparseDoc {
-                ids: acc.keys().copied().collect(),
-                vals: acc.values().map(|x| x.0).collect(),
-            };
-            // mass of the centroid on terms shared by >= 2 members
-            let shared: f64 = acc.values().filter(|x| x.1 >= 2).map(|x| x.0).sum();
-            let code =
-                novad::coding::code_batch(&cd, std::slice::from_ref(&cen), &self.params.coding);
-            let cs = (code[0].score + alpha * u) / (1.0 + alpha);
+        for (c, mem) in Self::clusters(found) {
+            let cen = self.centroid(sel, &mem);
             let nov = mem.iter().filter(|&&q| truth[sel[q]].is_some()).count();
             let ms: f64 = mem.iter().map(|&q| scores[sel[q]]).sum::<f64>() / mem.len() as f64;
             println!(
                 "t{t} c{c:>2} size {:>4} novel {:.2}  centroid {:.3} (obj {:.3}) mean {:.3} unseen {:.3} shared {:.3}",
                 mem.len(),
                 nov as f64 / mem.len() as f64,
-                cs,
-                code[0].score,
+                cen.score,
+                cen.objective,
                 ms,
-                u,
-                shared
+                cen.unseen,
+                cen.shared
             );
         }
     }
 
     /// Drop (set to None) every cluster whose centroid scores below `thr` against Â_t.
     fn filter(&self, sel: &[usize], found: &mut [Option<usize>], thr: f64) {
-        let mut clusters: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-        for (q, c) in found.iter().enumerate() {
-            if let Some(c) = c {
-                clusters.entry(*c).or_default().push(q);
-            }
-        }
-        let alpha = self.params.unseen_weight;
-        let cd = novad::coding::CodingDict::new(self.dict.view(), self.params.coding.step);
-        for (_, mem) in clusters {
-            let mut acc: std::collections::BTreeMap<u32, f64> = Default::default();
-            let mut u = 0.0;
-            for &q in &mem {
-                let d = &self.docs[sel[q]];
-                for (&i, &v) in d.ids.iter().zip(&d.vals) {
-                    *acc.entry(i).or_insert(0.0) += v / mem.len() as f64;
-                }
-                u += self.unseen[sel[q]] / mem.len() as f64;
-            }
-            let c = SparseDoc {
-                ids: acc.keys().copied().collect(),
-                vals: acc.values().copied().collect(),
-            };
-            let code =
-                novad::coding::code_batch(&cd, std::slice::from_ref(&c), &self.params.coding);
-            let score = (code[0].score + alpha * u) / (1.0 + alpha);
-            if score < thr {
+        for (_, mem) in Self::clusters(found) {
+            if self.centroid(sel, &mem).score < thr {
                 for &q in &mem {
                     found[q] = None;
                 }

@@ -7,6 +7,11 @@ mod harness;
 
 use harness::*;
 
+/// `novad status --format json` of a store.
+fn status_json(store: &str) -> serde_json::Value {
+    serde_json::from_str(&novad_ok(&["status", "--store", store, "--format", "json"])).unwrap()
+}
+
 fn batches() -> Vec<std::path::PathBuf> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/batches");
     let mut v: Vec<_> = std::fs::read_dir(dir)
@@ -51,10 +56,7 @@ fn resumes_exactly(model: &str) {
         t1,
         novad_ok(&["topics", "--store", &split, "--format", "jsonl"])
     );
-    let st: serde_json::Value = serde_json::from_str(&novad_ok(&[
-        "status", "--store", &split, "--format", "json",
-    ]))
-    .unwrap();
+    let st = status_json(&split);
     assert_eq!(st["model"], model);
     assert_eq!(st["state"]["timestep"], 3);
     // a store of one model refuses another, naming both
@@ -135,14 +137,7 @@ fn dnmf_and_ostc_serve_topics_live_and_restart_from_the_store() {
             assert!((0.0..=1.0).contains(&strength), "{t}");
             assert!(!t["terms"].as_array().unwrap().is_empty());
         }
-        let st: serde_json::Value = serde_json::from_str(&novad_ok(&[
-            "status",
-            "--store",
-            &s(&d),
-            "--format",
-            "json",
-        ]))
-        .unwrap();
+        let st = status_json(&s(&d));
         assert_eq!(st["model"], model);
         assert!(st["daemon_pid"].is_u64(), "answered by the running daemon");
         assert_eq!(stop(daemon), 0);
@@ -155,14 +150,7 @@ fn dnmf_and_ostc_serve_topics_live_and_restart_from_the_store() {
         wait_for(60, "batch processed", || {
             files_in(&d.processed()).contains(&"04.jsonl".to_string())
         });
-        let st: serde_json::Value = serde_json::from_str(&novad_ok(&[
-            "status",
-            "--store",
-            &s(&d),
-            "--format",
-            "json",
-        ]))
-        .unwrap();
+        let st = status_json(&s(&d));
         assert_eq!(st["model"], model);
         assert_eq!(st["state"]["timestep"], 4);
         assert_eq!(st["verdicts"], 40 + 30 + 32 + 30);

@@ -284,19 +284,19 @@ fn small_params(seed: u64, k: usize) -> OstcParams {
     }
 }
 
-#[test]
-fn planted_topics_are_recovered() {
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
+/// Train `params` on 400 planted documents (4 topics, seed `seed`) in batches of 100 and check
+/// that each planted topic is matched by a distinct learned topic holding more than
+/// `min_mass` of its mass on the planted topic's words.
+fn assert_planted_recovered(params: OstcParams, seed: u64, min_mass: f64) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let texts = planted(&mut rng, &[0, 1, 2, 3], 400);
     let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
-    let mut m = OstcModel::new(small_params(3, 4)).unwrap();
+    let mut m = OstcModel::new(params).unwrap();
     for chunk in refs.chunks(100) {
         m = m.step(chunk).unwrap().0;
     }
     let beta = m.beta();
     let v = m.vocab();
-    // each planted topic is matched by a distinct learned topic holding most of its mass on the
-    // planted topic's words
     let mut used = [false; 4];
     for k in 0..4 {
         let prefix = format!("topic{}", (b'a' + k as u8) as char);
@@ -312,11 +312,16 @@ fn planted_topics_are_recovered() {
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .unwrap();
         assert!(
-            m > 0.7,
+            m > min_mass,
             "planted topic {k}: best learned topic {best} has mass {m}"
         );
         used[best] = true;
     }
+}
+
+#[test]
+fn planted_topics_are_recovered() {
+    assert_planted_recovered(small_params(3, 4), 1, 0.7);
 }
 
 /// The default dictionary step (stochastic EM, document-seeded start) with the default coding
@@ -329,9 +334,6 @@ fn planted_topics_are_recovered_by_the_default_em_step() {
         OstcParams::default().step_rule,
         novad::ostc::dictionary::StepRule::Em
     );
-    let mut rng = ChaCha8Rng::seed_from_u64(11);
-    let texts = planted(&mut rng, &[0, 1, 2, 3], 400);
-    let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
     let p = OstcParams {
         seed: 5,
         k: 4,
@@ -340,32 +342,7 @@ fn planted_topics_are_recovered_by_the_default_em_step() {
         bootstrap_passes: 10,
         ..OstcParams::default()
     };
-    let mut m = OstcModel::new(p).unwrap();
-    for chunk in refs.chunks(100) {
-        m = m.step(chunk).unwrap().0;
-    }
-    let beta = m.beta();
-    let v = m.vocab();
-    let mut used = [false; 4];
-    for k in 0..4 {
-        let prefix = format!("topic{}", (b'a' + k as u8) as char);
-        let mass = |j: usize| -> f64 {
-            (0..v.len())
-                .filter(|&i| v.term(i as u32).starts_with(&prefix))
-                .map(|i| beta[[i, j]] as f64)
-                .sum()
-        };
-        let (best, m) = (0..4)
-            .filter(|&j| !used[j])
-            .map(|j| (j, mass(j)))
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .unwrap();
-        assert!(
-            m > 0.5,
-            "planted topic {k}: best learned topic {best} has mass {m}"
-        );
-        used[best] = true;
-    }
+    assert_planted_recovered(p, 11, 0.5);
 }
 
 /// The EM step: with α = 1, σ = 0 and one topic explaining all counts, that topic becomes the
