@@ -191,7 +191,9 @@ fn cluster(
             "alt" => tp.alternations = v.parse().unwrap(),
             "sup" => tp.min_support = v.parse().unwrap(),
             "w" => coding.absent_weight = v.parse().unwrap(),
-            "lam" => coding.lambda = v.parse().unwrap(),
+            "lam" => tp.lambda = v.parse().unwrap(),
+            "iter" => coding.max_iter = v.parse().unwrap(),
+            "tol" => coding.tol = v.parse().unwrap(),
             _ => panic!("unknown knob {k}"),
         }
     }

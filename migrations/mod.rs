@@ -10,6 +10,8 @@
 mod m0001_timestep_index;
 #[path = "0002_model_kind_topic_fields.rs"]
 mod m0002_model_kind_topic_fields;
+#[path = "0003_topic_lambda.rs"]
+mod m0003_topic_lambda;
 
 /// One version step.
 pub struct Migration {
@@ -30,5 +32,10 @@ pub const MIGRATIONS: &[Migration] = &[
         from: 2,
         name: "0002_model_kind_topic_fields",
         apply: m0002_model_kind_topic_fields::apply,
+    },
+    Migration {
+        from: 3,
+        name: "0003_topic_lambda",
+        apply: m0003_topic_lambda::apply,
     },
 ];

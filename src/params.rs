@@ -299,6 +299,18 @@ impl Params {
                 "an integer ≤ 100",
                 t.alternations.to_string(),
             )?;
+            check(
+                t.lambda.is_finite() && t.lambda >= 0.0,
+                "topics.lambda",
+                "a finite number ≥ 0",
+                t.lambda.to_string(),
+            )?;
+            check(
+                (0.0..=1.0).contains(&t.merge_cosine),
+                "topics.merge_cosine",
+                "a number in [0, 1]",
+                t.merge_cosine.to_string(),
+            )?;
         }
         check(
             self.unseen_weight.is_finite() && (0.0..=100.0).contains(&self.unseen_weight),
@@ -430,6 +442,12 @@ mod tests {
         p.coding.absent_weight = 0.0;
         let e = p.validate().unwrap_err().to_string();
         assert!(e.contains("coding.absent_weight"), "{e}");
+        for bad in [f64::NAN, -0.1, 1.5] {
+            let mut p = Params::default();
+            p.topics.as_mut().unwrap().merge_cosine = bad;
+            let e = p.validate().unwrap_err().to_string();
+            assert!(e.contains("topics.merge_cosine"), "{e}");
+        }
         let mut p = Params::paper();
         p.coding.gamma = f64::NAN;
         assert!(p

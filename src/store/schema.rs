@@ -10,7 +10,7 @@ use crate::dictionary::Multiplier;
 
 /// Current store format version. Bumped by every layout change, with a migration in
 /// `migrations/`.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 pub const META: &str = "meta";
 pub const VOCAB: &str = "vocab";
