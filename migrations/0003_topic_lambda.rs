@@ -74,7 +74,7 @@ impl ParamsV3 {
 /// Decode `bytes` as exactly one `T` (no trailing bytes).
 fn exact<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Option<T> {
     match postcard::take_from_bytes::<T>(bytes) {
-        Ok((v, rest)) if rest.is_empty() => Some(v),
+        Ok((v, [])) => Some(v),
         _ => None,
     }
 }
