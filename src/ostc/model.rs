@@ -366,7 +366,7 @@ pub fn per_token_nll(doc: &DocBlock, pi: &[f64], eps: f64) -> f64 {
     let (mut nll, mut words) = (0.0, 0.0);
     for n in 0..doc.len() {
         let q: f64 = norm.iter().zip(doc.row(n)).map(|(a, b)| a * b).sum::<f64>();
-        nll -= doc.w[n] * (q.min(1.0).max(0.0) + eps).ln();
+        nll -= doc.w[n] * (q.clamp(0.0, 1.0) + eps).ln();
         words += doc.w[n];
     }
     if words > 0.0 {
