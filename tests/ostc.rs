@@ -643,6 +643,7 @@ fn default_small(seed: u64, score: ScoreRule) -> OstcParams {
 fn unseen_topics_over_known_words_rank_first_and_scores_are_not_saturated() {
     for seed in [1, 2] {
         for rule in [
+            ScoreRule::Contrast,
             ScoreRule::Completion,
             ScoreRule::Perplexity,
             ScoreRule::FoldIn,
@@ -655,7 +656,7 @@ fn unseen_topics_over_known_words_rank_first_and_scores_are_not_saturated() {
             let max = scores.iter().copied().fold(0.0, f64::max);
             let min = scores.iter().copied().fold(1.0, f64::min);
             assert!(max < 0.95 && max - min > 0.05, "{rule:?}: {min}..{max}");
-            if rule == ScoreRule::Completion {
+            if rule == ScoreRule::default() {
                 // the default adaptive threshold flags mostly the unseen-topic documents
                 let hit = (100..125).filter(|&j| novel[j]).count();
                 let false_alarms = (0..100).filter(|&j| novel[j]).count();
@@ -679,6 +680,7 @@ fn score_rules_stay_in_the_unit_interval_on_odd_documents() {
         ScoreRule::Perplexity,
         ScoreRule::FoldIn,
         ScoreRule::Completion,
+        ScoreRule::Contrast,
     ] {
         let m = OstcModel::new(OstcParams {
             score: rule,
@@ -745,4 +747,21 @@ fn version_one_state_loads_with_a_fresh_score_history() {
     assert_eq!(old.beta(), m.beta());
     parts.get_mut("meta").unwrap()[0] = 3;
     assert!(OstcModel::from_state_parts(p, &parts).is_err());
+}
+
+#[test]
+fn parameters_written_before_score_rules_load_with_the_defaults() {
+    let mut v = toml::Value::try_from(OstcParams::default()).unwrap();
+    let t = v.as_table_mut().unwrap();
+    for key in ["score", "score_scale", "score_background"] {
+        t.remove(key);
+    }
+    let old: OstcParams = toml::from_str(&toml::to_string(&v).unwrap()).unwrap();
+    assert_eq!(old, OstcParams::default());
+    assert_eq!(old.score, ScoreRule::Contrast);
+    let bad = OstcParams {
+        score_scale: Some(0.0),
+        ..OstcParams::default()
+    };
+    assert!(bad.validate().is_err());
 }
