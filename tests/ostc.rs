@@ -765,3 +765,20 @@ fn parameters_written_before_score_rules_load_with_the_defaults() {
     };
     assert!(bad.validate().is_err());
 }
+
+#[test]
+fn stored_parameters_without_the_score_fields_decode_with_the_defaults() {
+    let p = OstcParams {
+        seed: 42,
+        k: 17,
+        ..OstcParams::default()
+    };
+    let bytes = postcard::to_stdvec(&p).unwrap();
+    assert_eq!(OstcParams::from_stored(&bytes).unwrap(), p);
+    // the layout before the score fields is the prefix without their 10 bytes (enum tag,
+    // None tag, f64)
+    let legacy = &bytes[..bytes.len() - 10];
+    assert!(postcard::from_bytes::<OstcParams>(legacy).is_err());
+    assert_eq!(OstcParams::from_stored(legacy).unwrap(), p);
+    assert!(OstcParams::from_stored(&bytes[..bytes.len() - 12]).is_err());
+}

@@ -97,18 +97,6 @@ pub struct OstcParams {
     /// Weight of the first batch's term frequencies in the initial topics (≥ 0).
     pub init_data_weight: f64,
     pub threshold: ThresholdRule,
-    /// How a document's code becomes its novelty score (see [`ScoreRule`]). Default
-    /// `contrast`; stores created before the field existed load with the default.
-    #[serde(default)]
-    pub score: ScoreRule,
-    /// Scale c > 0 (nats per token) of the rule's map from r to [0, 1) (see [`ScoreRule`]).
-    /// Absent = the rule's own default ([`ScoreRule::default_scale`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub score_scale: Option<f64>,
-    /// Weight a ∈ [0, 1] of the background NLL in [`ScoreRule::Contrast`]. Default 0.75
-    /// ([`DEFAULT_SCORE_BACKGROUND`]).
-    #[serde(default = "default_score_background")]
-    pub score_background: f64,
     /// Terms per topic (≥ 1) and why-terms per verdict.
     pub top_terms: usize,
     pub why_terms: usize,
@@ -116,6 +104,50 @@ pub struct OstcParams {
     pub min_support: usize,
     /// Representative documents per topic.
     pub representatives: usize,
+    // The score fields come last: a store's parameters are postcard (a fixed field sequence),
+    // and parameters stored before they existed are exactly the prefix (see [`LegacyParams`]).
+    /// How a document's code becomes its novelty score (see [`ScoreRule`]). Default
+    /// `contrast`; stores created before the field existed load with the default.
+    #[serde(default)]
+    pub score: ScoreRule,
+    /// Scale c > 0 (nats per token) of the rule's map from r to [0, 1) (see [`ScoreRule`]).
+    /// Absent = the rule's own default ([`ScoreRule::default_scale`]).
+    #[serde(default)]
+    pub score_scale: Option<f64>,
+    /// Weight a ∈ [0, 1] of the background NLL in [`ScoreRule::Contrast`]. Default 0.75
+    /// ([`DEFAULT_SCORE_BACKGROUND`]).
+    #[serde(default = "default_score_background")]
+    pub score_background: f64,
+}
+
+/// [`OstcParams`] as stored before the score fields existed (the same fields in the same
+/// order, without the last three): [`OstcParams::from_stored`] falls back to it.
+#[derive(Deserialize)]
+struct LegacyParams {
+    seed: u64,
+    text: TextParams,
+    k: usize,
+    rho: f64,
+    gamma: f64,
+    eps: f64,
+    tau0: f64,
+    tau: f64,
+    step_rule: StepRule,
+    em_smooth: f64,
+    init_docs: usize,
+    batch_size: usize,
+    passes: u32,
+    bootstrap_passes: u32,
+    sweeps: u32,
+    tol: f64,
+    collapsed: bool,
+    new_term_mass: f64,
+    init_data_weight: f64,
+    threshold: ThresholdRule,
+    top_terms: usize,
+    why_terms: usize,
+    min_support: usize,
+    representatives: usize,
 }
 
 fn default_em_smooth() -> f64 {
@@ -218,18 +250,57 @@ impl Default for OstcParams {
             new_term_mass: 0.1,
             init_data_weight: 5.0,
             threshold: ThresholdRule::default_adaptive(),
-            score: ScoreRule::default(),
-            score_scale: None,
-            score_background: DEFAULT_SCORE_BACKGROUND,
             top_terms: 10,
             why_terms: 10,
             min_support: 2,
             representatives: 3,
+            score: ScoreRule::default(),
+            score_scale: None,
+            score_background: DEFAULT_SCORE_BACKGROUND,
         }
     }
 }
 
 impl OstcParams {
+    /// Decode parameters as a store holds them (postcard): the current layout, or the layout
+    /// before the score fields, which then take their defaults.
+    pub fn from_stored(bytes: &[u8]) -> Result<OstcParams, postcard::Error> {
+        postcard::from_bytes::<OstcParams>(bytes).or_else(|err| {
+            let Ok(l) = postcard::from_bytes::<LegacyParams>(bytes) else {
+                return Err(err);
+            };
+            Ok(OstcParams {
+                seed: l.seed,
+                text: l.text,
+                k: l.k,
+                rho: l.rho,
+                gamma: l.gamma,
+                eps: l.eps,
+                tau0: l.tau0,
+                tau: l.tau,
+                step_rule: l.step_rule,
+                em_smooth: l.em_smooth,
+                init_docs: l.init_docs,
+                batch_size: l.batch_size,
+                passes: l.passes,
+                bootstrap_passes: l.bootstrap_passes,
+                sweeps: l.sweeps,
+                tol: l.tol,
+                collapsed: l.collapsed,
+                new_term_mass: l.new_term_mass,
+                init_data_weight: l.init_data_weight,
+                threshold: l.threshold,
+                top_terms: l.top_terms,
+                why_terms: l.why_terms,
+                min_support: l.min_support,
+                representatives: l.representatives,
+                score: ScoreRule::default(),
+                score_scale: None,
+                score_background: DEFAULT_SCORE_BACKGROUND,
+            })
+        })
+    }
+
     /// The coding parameters.
     pub fn code(&self) -> CodeParams {
         CodeParams {
