@@ -1,7 +1,8 @@
-//! Per-timestep seconds of the streaming OSTC model on 20 Newsgroups batches, with the mean
-//! score (coding objective per token, mapped to [0, 1)) of each batch before learning from it.
+//! Per-timestep seconds of the streaming OSTC model on 20 Newsgroups batches, with the mean and
+//! the 10 % / 90 % quantiles of the scores (the model's score rule, default `completion`) of
+//! each batch before learning from it, and the documents the default adaptive threshold flags.
 //!
-//!     cargo run --release --example bench_ostc -- [batch size = 1000] [batches = 8] [k = 60] [tau0] [gamma] [rho] [collapsed 0|1]
+//!     cargo run --release --example bench_ostc -- [batch size = 1000] [batches = 8] [k = 60] [tau0] [gamma] [rho] [collapsed 0|1] [score rule]
 use std::path::Path;
 
 use novad::ostc::{OstcModel, OstcParams};
@@ -19,30 +20,44 @@ fn main() {
         gamma: arg(4, d.gamma),
         rho: arg(5, d.rho),
         collapsed: arg(6, 0.0) > 0.0,
+        score: a.get(7).map_or(d.score, |s| {
+            serde_json::from_value(serde_json::Value::String(s.clone())).unwrap()
+        }),
         ..d
     };
     let mut posts =
         novad::corpus::read_20news(Path::new("../shared/data/20news-bydate.tar.gz")).unwrap();
     posts.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(0));
     let mut m = OstcModel::new(p).unwrap();
-    println!("timestep  docs  vocab  mean_score  novel  topics  s_code  s_update  s_total");
+    println!("score rule: {:?}", m.params().score);
+    println!(
+        "timestep  docs  vocab  mean_score  q10_score  q90_score  novel  topics  s_code  s_update  s_total"
+    );
     for (t, chunk) in posts.chunks(size).take(batches).enumerate() {
         let texts: Vec<&str> = chunk.iter().map(|p| p.text.as_str()).collect();
         let t0 = std::time::Instant::now();
         let (n, out) = m.step(&texts).unwrap();
         let secs = t0.elapsed().as_secs_f64();
         let st = &out.stats;
-        let live: Vec<f64> = out
+        let mut live: Vec<f64> = out
             .verdicts
             .iter()
             .filter(|v| !v.empty)
             .map(|v| v.score)
             .collect();
+        live.sort_by(f64::total_cmp);
+        let q = |f: f64| {
+            live.get((f * live.len() as f64) as usize)
+                .copied()
+                .unwrap_or(0.0)
+        };
         println!(
-            "{t:8}  {:4}  {:5}  {:10.4}  {:5}  {:6}  {:6.2}  {:8.2}  {:7.2}",
+            "{t:8}  {:4}  {:5}  {:10.4}  {:9.4}  {:9.4}  {:5}  {:6}  {:6.2}  {:8.2}  {:7.2}",
             st.docs,
             st.vocabulary,
             live.iter().sum::<f64>() / live.len().max(1) as f64,
+            q(0.1),
+            q(0.9),
             st.novel,
             st.topics,
             st.seconds_coding,

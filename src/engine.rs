@@ -141,7 +141,7 @@ impl ModelParams {
         Ok(match kind {
             ModelKind::L1 => ModelParams::L1(postcard::from_bytes(bytes).map_err(e)?),
             ModelKind::Dnmf => ModelParams::Dnmf(postcard::from_bytes(bytes).map_err(e)?),
-            ModelKind::Ostc => ModelParams::Ostc(postcard::from_bytes(bytes).map_err(e)?),
+            ModelKind::Ostc => ModelParams::Ostc(OstcParams::from_stored(bytes).map_err(e)?),
         })
     }
 

@@ -72,6 +72,10 @@ pub enum Method {
     Nn,
     /// LSH nearest neighbour (Petrović et al. 2010).
     Lsh,
+    /// The OSTC model (`--model ostc`), exactly as the daemon runs it: `OstcModel::step` on
+    /// each timestep's raw texts (its own tokenizer and vocabulary), its verdict scores. Not
+    /// among the defaults.
+    Ostc,
 }
 
 impl Method {
@@ -143,6 +147,10 @@ pub struct EvalArgs {
     /// Override the number of atoms k.
     #[arg(long)]
     pub k: Option<usize>,
+    /// OSTC method: its parameters from a TOML file (`novad params --model ostc` prints the
+    /// defaults); --seed still overrides the seed.
+    #[arg(long)]
+    pub ostc_config: Option<PathBuf>,
 
     /// CIKM: groups in the bootstrap phase.
     #[arg(long, default_value_t = 6)]

@@ -733,6 +733,7 @@ fn colour(c: Column) -> RGBColor {
         Column::L2Residual => RGBColor(152, 223, 138),
         Column::Nn => RGBColor(214, 39, 40),
         Column::Lsh => RGBColor(148, 103, 189),
+        Column::Ostc => RGBColor(188, 189, 34),
         Column::UnseenMass => RGBColor(140, 86, 75),
         Column::Length => RGBColor(127, 127, 127),
     }

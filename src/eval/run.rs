@@ -24,6 +24,7 @@ use super::{
 };
 use crate::coding::{code_batch, CodingDict, StepSize};
 use crate::dictionary::{bootstrap, AtomInit};
+use crate::ostc::{OstcModel, OstcParams};
 use crate::text::SparseDoc;
 use crate::{Model, Params};
 
@@ -39,6 +40,8 @@ pub enum Column {
     L2Residual,
     Nn,
     Lsh,
+    /// The OSTC model's verdict scores.
+    Ostc,
     /// TF-IDF mass on terms never seen before the timestep (reference score).
     UnseenMass,
     /// Number of distinct known terms (reference score: length alone).
@@ -46,13 +49,14 @@ pub enum Column {
 }
 
 impl Column {
-    pub const ALL: [Column; 8] = [
+    pub const ALL: [Column; 9] = [
         Column::L1Online,
         Column::L1Batch,
         Column::L2Batch,
         Column::L2Residual,
         Column::Nn,
         Column::Lsh,
+        Column::Ostc,
         Column::UnseenMass,
         Column::Length,
     ];
@@ -65,6 +69,7 @@ impl Column {
             Column::L2Residual => "l2-residual",
             Column::Nn => "nn",
             Column::Lsh => "lsh",
+            Column::Ostc => "ostc",
             Column::UnseenMass => "unseen-mass",
             Column::Length => "length",
         }
@@ -78,6 +83,7 @@ impl Column {
             Column::L2Residual => "ℓ2 ‖p−Ax‖₂/‖p‖₂",
             Column::Nn => "NN cosine",
             Column::Lsh => "LSH NN",
+            Column::Ostc => "OSTC",
             Column::UnseenMass => "unseen-term mass",
             Column::Length => "length",
         }
@@ -91,6 +97,7 @@ impl Column {
             Column::L2Batch | Column::L2Residual => Some(Method::L2Batch),
             Column::Nn => Some(Method::Nn),
             Column::Lsh => Some(Method::Lsh),
+            Column::Ostc => Some(Method::Ostc),
             Column::UnseenMass | Column::Length => None,
         }
     }
@@ -198,6 +205,8 @@ pub struct Results {
     pub batch: BatchParams,
     pub l2: L2Params,
     pub lsh: LshParams,
+    /// Parameters of the OSTC method (None when it did not run).
+    pub ostc: Option<OstcParams>,
     pub methods: Vec<Method>,
     pub columns: Vec<String>,
     pub threads: usize,
@@ -264,6 +273,26 @@ fn resolve_params(args: &EvalArgs) -> Result<(Params, String), EvalError> {
     p.seed = args.seed;
     p.validate()?;
     Ok((p, name))
+}
+
+/// The OSTC method's parameters: `--ostc-config` or the defaults, with `--seed`.
+fn resolve_ostc_params(args: &EvalArgs) -> Result<OstcParams, EvalError> {
+    let mut p = match &args.ostc_config {
+        Some(path) => {
+            let s = std::fs::read_to_string(path).map_err(|source| EvalError::Io {
+                path: path.display().to_string(),
+                source,
+            })?;
+            toml::from_str::<OstcParams>(&s).map_err(|e| EvalError::ParamsFile {
+                path: path.display().to_string(),
+                msg: e.to_string(),
+            })?
+        }
+        None => OstcParams::default(),
+    };
+    p.seed = args.seed;
+    p.validate()?;
+    Ok(p)
 }
 
 /// The emerging-topic evaluation's parameters from the arguments and the detector's topic
@@ -461,6 +490,15 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
     };
     let mut l1b: Option<L1Batch> = None;
     let mut l2b: Option<L2Batch> = None;
+    let ostc_params = if has(Method::Ostc) {
+        Some(resolve_ostc_params(args)?)
+    } else {
+        None
+    };
+    let mut ostc = match &ostc_params {
+        Some(p) => Some(OstcModel::new(p.clone())?),
+        None => None,
+    };
     let mut nn = has(Method::Nn).then(ExactNn::new);
     let mut lsh = has(Method::Lsh).then(|| Lsh::new(lsh_params.clone()));
     // every non-empty document so far (P_[t]), ids in the current vocabulary
@@ -722,6 +760,28 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
             pb.inc(1);
         }
 
+        if let Some(model) = ostc.take() {
+            pb.set_message(format!("{}: OSTC", ts.name));
+            // the daemon's own step on the raw texts (its tokenizer, vocabulary and threshold)
+            let (next, out) = model.step(&texts)?;
+            if t == 0 && !out.stats.bootstrap {
+                return Err(EvalError::Inconsistent(
+                    "OSTC did not bootstrap on the first timestep".into(),
+                ));
+            }
+            cols.insert(
+                Column::Ostc,
+                ColumnResult {
+                    seconds: Some(out.stats.seconds_coding + out.stats.seconds_update),
+                    k: Some(next.params().k),
+                    ..Default::default()
+                },
+            );
+            scores.insert(Column::Ostc, out.verdicts.iter().map(|v| v.score).collect());
+            ostc = Some(next);
+            pb.inc(1);
+        }
+
         scores.insert(Column::UnseenMass, vb.unseen_mass.clone());
         scores.insert(
             Column::Length,
@@ -891,6 +951,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
         batch: batch_params,
         l2: l2_params,
         lsh: lsh_params,
+        ostc: ostc_params,
         methods,
         columns: columns.iter().map(|c| c.key().to_string()).collect(),
         threads: rayon::current_num_threads(),

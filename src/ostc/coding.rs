@@ -251,10 +251,33 @@ pub fn init_codes(doc: &DocBlock) -> Vec<f64> {
     if k == 0 || nw == 0 {
         return s;
     }
+    let pi = fold_in(doc, INIT_ITERS);
+    for n in 0..nw {
+        let b = doc.row(n);
+        let nu: f64 = pi.iter().zip(b).map(|(p, x)| p * x).sum();
+        if nu > 0.0 && nu.is_finite() {
+            for (v, &p) in s[n * k..(n + 1) * k].iter_mut().zip(&pi) {
+                *v = doc.w[n] * p / nu;
+            }
+        }
+    }
+    s
+}
+
+/// The document's topic proportions π (on the simplex) under the dictionary rows by `iters`
+/// PLSA / KL-NMF multiplicative iterations from uniform (maximum-likelihood fold-in):
+/// π_k ← π_k Σ_n w_n β_kn / (πᵀβ_{·n}) / Σ_n w_n. Uniform for an empty document, or when
+/// no topic carries any of its terms.
+pub fn fold_in(doc: &DocBlock, iters: usize) -> Vec<f64> {
+    let k = doc.k;
+    let nw = doc.len();
+    let mut pi = vec![1.0 / k.max(1) as f64; k];
+    if k == 0 || nw == 0 {
+        return pi;
+    }
     let tot: f64 = doc.w.iter().sum();
-    let mut pi = vec![1.0 / k as f64; k];
     let mut acc = vec![0.0; k];
-    for _ in 0..INIT_ITERS {
+    for _ in 0..iters {
         acc.iter_mut().for_each(|a| *a = 0.0);
         for n in 0..nw {
             let b = doc.row(n);
@@ -277,16 +300,7 @@ pub fn init_codes(doc: &DocBlock) -> Vec<f64> {
         }
         pi.iter_mut().for_each(|p| *p /= z);
     }
-    for n in 0..nw {
-        let b = doc.row(n);
-        let nu: f64 = pi.iter().zip(b).map(|(p, x)| p * x).sum();
-        if nu > 0.0 && nu.is_finite() {
-            for (v, &p) in s[n * k..(n + 1) * k].iter_mut().zip(&pi) {
-                *v = doc.w[n] * p / nu;
-            }
-        }
-    }
-    s
+    pi
 }
 
 /// Poisson means ν_n = s_nᵀβ_{·n} + ε.

@@ -17,4 +17,4 @@ pub mod model;
 pub use coding::{code_doc, code_doc_collapsed, word_update, CodeParams, DocBlock, DocCode};
 pub use dictionary::{learning_rate, project_simplex};
 pub use medstc::Pegasos;
-pub use model::{OstcModel, OstcParams};
+pub use model::{OstcModel, OstcParams, ScoreRule};

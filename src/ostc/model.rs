@@ -9,9 +9,14 @@
 //! The first batch with a non-empty document initialises β and is the bootstrap batch (never
 //! novel, `bootstrap_passes` sweeps).
 //!
-//! Score: r = f(s, θ) / Σ_n w_n, the coding objective per token (nats, ≥ 0, see
-//! [`crate::ostc::coding`]), mapped to [0, 1) by r / (1 + r) so that the score histogram of
-//! [`crate::threshold`] applies. Larger = worse explained by the topics = more novel.
+//! Score (see [`ScoreRule`]; default `contrast`): the document's held-out negative
+//! log-likelihood per token under β by document completion (its tokens split alternately into
+//! two halves, each half's topic proportions fitted by fold-in score the other half) minus
+//! a = 0.75 times its NLL per token under the mean topic, r = r_completion − a·r_background,
+//! mapped into (0, 1) by 1/(1 + exp(−r/c)) (c = 2 nats) so that the score histogram of
+//! [`crate::threshold`] applies. Larger = worse explained by the topics = more novel. The
+//! coding objective per token (the `objective` rule, r/(1 + r)) saturates at ≈ 0.999: every
+//! token no topic explains costs −ln ε ≈ 13.8 nats.
 //!
 //! Numerics: β is stored as `f32` (N × K), all arithmetic in `f64`; documents are coded in
 //! parallel with rayon but every reduction runs in document order, so results do not depend on
@@ -28,7 +33,9 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::detector::{EngineError, StepStats, Verdict};
-use crate::ostc::coding::{code_doc, code_doc_collapsed, CodeParams, DocBlock, DocCode};
+use crate::ostc::coding::{
+    code_doc, code_doc_collapsed, fold_in, CodeParams, DocBlock, DocCode, INIT_ITERS,
+};
 use crate::ostc::dictionary::{
     check_dictionary, init_dictionary, init_dictionary_from_docs, learning_rate, remap_dictionary,
     step, StepRule,
@@ -97,6 +104,50 @@ pub struct OstcParams {
     pub min_support: usize,
     /// Representative documents per topic.
     pub representatives: usize,
+    // The score fields come last: a store's parameters are postcard (a fixed field sequence),
+    // and parameters stored before they existed are exactly the prefix (see [`LegacyParams`]).
+    /// How a document's code becomes its novelty score (see [`ScoreRule`]). Default
+    /// `contrast`; stores created before the field existed load with the default.
+    #[serde(default)]
+    pub score: ScoreRule,
+    /// Scale c > 0 (nats per token) of the rule's map from r to [0, 1) (see [`ScoreRule`]).
+    /// Absent = the rule's own default ([`ScoreRule::default_scale`]).
+    #[serde(default)]
+    pub score_scale: Option<f64>,
+    /// Weight a ∈ [0, 1] of the background NLL in [`ScoreRule::Contrast`]. Default 0.75
+    /// ([`DEFAULT_SCORE_BACKGROUND`]).
+    #[serde(default = "default_score_background")]
+    pub score_background: f64,
+}
+
+/// [`OstcParams`] as stored before the score fields existed (the same fields in the same
+/// order, without the last three): [`OstcParams::from_stored`] falls back to it.
+#[derive(Deserialize)]
+struct LegacyParams {
+    seed: u64,
+    text: TextParams,
+    k: usize,
+    rho: f64,
+    gamma: f64,
+    eps: f64,
+    tau0: f64,
+    tau: f64,
+    step_rule: StepRule,
+    em_smooth: f64,
+    init_docs: usize,
+    batch_size: usize,
+    passes: u32,
+    bootstrap_passes: u32,
+    sweeps: u32,
+    tol: f64,
+    collapsed: bool,
+    new_term_mass: f64,
+    init_data_weight: f64,
+    threshold: ThresholdRule,
+    top_terms: usize,
+    why_terms: usize,
+    min_support: usize,
+    representatives: usize,
 }
 
 fn default_em_smooth() -> f64 {
@@ -105,6 +156,72 @@ fn default_em_smooth() -> f64 {
 
 fn default_init_docs() -> usize {
     0
+}
+
+/// Default scale c (nats per token) of the absolute log-likelihood rules (`perplexity`,
+/// `fold-in`, `completion`): r ↦ 1 − exp(−r/c). The map's slope exp(−r/c)/c is largest at
+/// r = c; on 20NG batches r (completion) lies in 6.7–12.7 with q10–q90 8.3–9.8, so c = 8
+/// spreads the bulk of the scores over 0.65–0.71 (≈ 120 bins of the threshold histogram) and
+/// the extremes over 0.57–0.80, far from 1.
+pub const DEFAULT_NLL_SCALE: f64 = 8.0;
+
+/// Default scale c of [`ScoreRule::Contrast`]: r ↦ 1/(1 + exp(−r/c)). On 20NG batches its r
+/// lies in −0.1…3.2 nats with q10–q90 1.5–2.3, so c = 2 puts the bulk at 0.68–0.76 (≈ 160
+/// bins) and the extremes at 0.49–0.83.
+pub const DEFAULT_CONTRAST_SCALE: f64 = 2.0;
+
+/// Default background weight a of [`ScoreRule::Contrast`], chosen on 20NG seed 0 (mean AUC
+/// 0.777 / 0.785 / 0.790 / 0.796 / 0.799 / 0.799 / 0.783 at a = 0.25 / 0.4 / 0.5 / 0.65 /
+/// 0.75 / 0.85 / 1); seed 1 held out.
+pub const DEFAULT_SCORE_BACKGROUND: f64 = 0.75;
+
+fn default_score_background() -> f64 {
+    DEFAULT_SCORE_BACKGROUND
+}
+
+/// How a document's code under β becomes its novelty score in [0, 1). Every rule is a pure,
+/// deterministic function of (document counts, β, parameters); larger = more novel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScoreRule {
+    /// The coding objective per token r = f(s, θ)/Σ_n w_n, mapped by r/(1 + r). Saturates on
+    /// real text (≈ 0.999 for every document): the Poisson loss of every token no topic
+    /// explains is −w ln ε ≈ 13.8 w nats and dominates r.
+    Objective,
+    /// Per-token negative log-likelihood of the document under its normalised reconstruction:
+    /// π = the document's topic counts z (see [`DocCode::topic_counts`]) normalised to the
+    /// simplex, q_n = πᵀβ_{·n} + ε (a distribution over the whole vocabulary, up to ε), and
+    /// r = −Σ_n w_n ln q_n / Σ_n w_n — the document's log-perplexity under its own code, bounded
+    /// by −ln ε; score 1 − exp(−r/c).
+    Perplexity,
+    /// As `Perplexity`, with π the maximum-likelihood topic proportions (PLSA fold-in,
+    /// [`crate::ostc::coding::fold_in`]) instead of the STC codes' topic counts.
+    FoldIn,
+    /// Document completion: the tokens split alternately into two halves (in term order); π
+    /// fitted by fold-in on each half scores the other half; r = the summed NLL / Σ_n w_n
+    /// (held-out log-perplexity per token, as the WWW'13 evaluation's document completion);
+    /// score 1 − exp(−r/c).
+    Completion,
+    /// The completion NLL contrasted with the dictionary's background: r = r_completion −
+    /// a · r_background, where r_background is the per-token NLL under the mean topic
+    /// β̄ = (1/K) Σ_k β_k and a = `score_background`; score 1/(1 + exp(−r/c)), strictly inside
+    /// (0, 1). At a = 1, r is minus the per-token log-likelihood ratio of the document's own
+    /// topic mixture against the background (how little the topics help); a < 1 keeps part of
+    /// the absolute perplexity (words rare everywhere). Subtracting the background removes
+    /// what makes a document hard to predict whatever its topic (a rich vocabulary), which
+    /// the absolute rules mistake for novelty. The default: best measured (README, OSTC).
+    #[default]
+    Contrast,
+}
+
+impl ScoreRule {
+    /// The scale c used when `score_scale` is absent.
+    pub fn default_scale(self) -> f64 {
+        match self {
+            ScoreRule::Contrast => DEFAULT_CONTRAST_SCALE,
+            _ => DEFAULT_NLL_SCALE,
+        }
+    }
 }
 
 /// Weight of the corpus term frequencies in a document-seeded initial topic.
@@ -137,11 +254,53 @@ impl Default for OstcParams {
             why_terms: 10,
             min_support: 2,
             representatives: 3,
+            score: ScoreRule::default(),
+            score_scale: None,
+            score_background: DEFAULT_SCORE_BACKGROUND,
         }
     }
 }
 
 impl OstcParams {
+    /// Decode parameters as a store holds them (postcard): the current layout, or the layout
+    /// before the score fields, which then take their defaults.
+    pub fn from_stored(bytes: &[u8]) -> Result<OstcParams, postcard::Error> {
+        postcard::from_bytes::<OstcParams>(bytes).or_else(|err| {
+            let Ok(l) = postcard::from_bytes::<LegacyParams>(bytes) else {
+                return Err(err);
+            };
+            Ok(OstcParams {
+                seed: l.seed,
+                text: l.text,
+                k: l.k,
+                rho: l.rho,
+                gamma: l.gamma,
+                eps: l.eps,
+                tau0: l.tau0,
+                tau: l.tau,
+                step_rule: l.step_rule,
+                em_smooth: l.em_smooth,
+                init_docs: l.init_docs,
+                batch_size: l.batch_size,
+                passes: l.passes,
+                bootstrap_passes: l.bootstrap_passes,
+                sweeps: l.sweeps,
+                tol: l.tol,
+                collapsed: l.collapsed,
+                new_term_mass: l.new_term_mass,
+                init_data_weight: l.init_data_weight,
+                threshold: l.threshold,
+                top_terms: l.top_terms,
+                why_terms: l.why_terms,
+                min_support: l.min_support,
+                representatives: l.representatives,
+                score: ScoreRule::default(),
+                score_scale: None,
+                score_background: DEFAULT_SCORE_BACKGROUND,
+            })
+        })
+    }
+
     /// The coding parameters.
     pub fn code(&self) -> CodeParams {
         CodeParams {
@@ -197,6 +356,18 @@ impl OstcParams {
             "ostc.em_smooth",
             "a number in [0, 1]",
             self.em_smooth.to_string(),
+        )?;
+        check(
+            self.score_scale.is_none_or(pos),
+            "ostc.score_scale",
+            "a finite number > 0",
+            format!("{:?}", self.score_scale),
+        )?;
+        check(
+            (0.0..=1.0).contains(&self.score_background),
+            "ostc.score_background",
+            "a number in [0, 1]",
+            self.score_background.to_string(),
         )?;
         check(
             self.batch_size >= 1,
@@ -288,10 +459,104 @@ impl OstcParams {
     }
 }
 
-/// Map a per-token objective r ≥ 0 to the score r / (1 + r) ∈ [0, 1).
+/// Map a per-token objective r ≥ 0 to the score r / (1 + r) ∈ [0, 1) ([`ScoreRule::Objective`]).
 pub fn score_of(per_token: f64) -> f64 {
     let r = per_token.max(0.0);
     r / (1.0 + r)
+}
+
+/// Per-token negative log-likelihood r = −Σ_n w_n ln(πᵀβ_{·n} + ε) / Σ_n w_n of a document
+/// block under topic proportions π (normalised here; uniform when they sum to 0). In
+/// [0, −ln ε] when every β row sums to ≤ 1 per topic; 0 for an empty document.
+pub fn per_token_nll(doc: &DocBlock, pi: &[f64], eps: f64) -> f64 {
+    let k = doc.k;
+    let tot: f64 = pi.iter().map(|v| v.max(0.0)).sum();
+    let norm: Vec<f64> = if tot > 0.0 && tot.is_finite() {
+        pi.iter().map(|v| v.max(0.0) / tot).collect()
+    } else {
+        vec![1.0 / k.max(1) as f64; k]
+    };
+    let (mut nll, mut words) = (0.0, 0.0);
+    for n in 0..doc.len() {
+        let q: f64 = norm.iter().zip(doc.row(n)).map(|(a, b)| a * b).sum::<f64>();
+        nll -= doc.w[n] * (q.clamp(0.0, 1.0) + eps).ln();
+        words += doc.w[n];
+    }
+    if words > 0.0 {
+        (nll / words).max(0.0)
+    } else {
+        0.0
+    }
+}
+
+/// The two halves of a document's tokens, alternating in term order: (w_A, w_B), w_A + w_B = w.
+pub fn split_tokens(w: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let mut off = 0u64;
+    let (mut a, mut b) = (Vec::with_capacity(w.len()), Vec::with_capacity(w.len()));
+    for &c in w {
+        let c = c.max(0.0).round() as u64;
+        let ca = if off % 2 == 0 { c.div_ceil(2) } else { c / 2 };
+        a.push(ca as f64);
+        b.push((c - ca) as f64);
+        off += c;
+    }
+    (a, b)
+}
+
+/// Document-completion NLL per token ([`ScoreRule::Completion`]).
+pub fn completion_nll(doc: &DocBlock, eps: f64) -> f64 {
+    let (wa, wb) = split_tokens(&doc.w);
+    let half = |w: &[f64]| DocBlock {
+        w: w.to_vec(),
+        beta: doc.beta.clone(),
+        k: doc.k,
+    };
+    let (da, db) = (half(&wa), half(&wb));
+    let (na, nb) = (wa.iter().sum::<f64>(), wb.iter().sum::<f64>());
+    // NLL of half b under π fitted on half a, and vice versa (a half may be empty)
+    let cross = |fit: &DocBlock, nfit: f64, eval: &DocBlock, neval: f64| {
+        if neval <= 0.0 {
+            return 0.0;
+        }
+        let pi = if nfit > 0.0 {
+            fold_in(fit, INIT_ITERS)
+        } else {
+            fold_in(eval, INIT_ITERS)
+        };
+        per_token_nll(eval, &pi, eps) * neval
+    };
+    let tot = na + nb;
+    if tot <= 0.0 {
+        return 0.0;
+    }
+    (cross(&da, na, &db, nb) + cross(&db, nb, &da, na)) / tot
+}
+
+/// The novelty score of a coded document (see [`ScoreRule`]): in [0, 1), finite.
+pub fn doc_score(doc: &DocBlock, code: &DocCode, p: &OstcParams) -> f64 {
+    let words: f64 = doc.w.iter().sum();
+    if words <= 0.0 {
+        return 0.0;
+    }
+    let c = p.score_scale.unwrap_or(p.score.default_scale());
+    let squash = |r: f64| 1.0 - (-r.max(0.0) / c).exp();
+    let s = match p.score {
+        ScoreRule::Objective => score_of(code.objective / words),
+        ScoreRule::Perplexity => squash(per_token_nll(doc, &code.topic_counts(doc), p.eps)),
+        ScoreRule::FoldIn => squash(per_token_nll(doc, &fold_in(doc, INIT_ITERS), p.eps)),
+        ScoreRule::Completion => squash(completion_nll(doc, p.eps)),
+        ScoreRule::Contrast => {
+            // uniform proportions = the mean topic β̄
+            let background = per_token_nll(doc, &vec![1.0; doc.k], p.eps);
+            let r = completion_nll(doc, p.eps) - p.score_background * background;
+            1.0 / (1.0 + (-r / c).exp())
+        }
+    };
+    if s.is_finite() {
+        s.clamp(0.0, 1.0 - f64::EPSILON)
+    } else {
+        0.0
+    }
 }
 
 /// Gather the document block (counts and β rows as f64) of one (id, count) list.
@@ -315,11 +580,15 @@ pub fn code_counts(
     p: &CodeParams,
     collapsed: bool,
 ) -> DocCode {
-    let blk = doc_block(counts, beta);
+    code_block(&doc_block(counts, beta), p, collapsed)
+}
+
+/// Code one gathered document block (STC or collapsed per `collapsed`).
+pub fn code_block(blk: &DocBlock, p: &CodeParams, collapsed: bool) -> DocCode {
     if collapsed {
-        code_doc_collapsed(&blk, p)
+        code_doc_collapsed(blk, p)
     } else {
-        code_doc(&blk, p)
+        code_doc(blk, p)
     }
 }
 
@@ -367,6 +636,10 @@ pub fn learn(
     }
     beta
 }
+
+/// Version of the `meta` part: 1 = scores by the `objective` rule (before [`ScoreRule`]),
+/// 2 = scores by `params.score`. A version-1 store loads with an empty score history.
+const META_VERSION: u32 = 2;
 
 /// Persisted counters of the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -489,21 +762,22 @@ impl OstcModel {
 
         // Score every document under β_t (before learning from the batch).
         let t1 = Instant::now();
-        let codes: Vec<Option<DocCode>> = counts
+        let scored: Vec<Option<(DocCode, f64)>> = counts
             .par_iter()
-            .map(|c| (!c.is_empty()).then(|| code_counts(c, &beta, &cp, p.collapsed)))
-            .collect();
-        let scores: Vec<f64> = codes
-            .iter()
-            .zip(&counts)
-            .map(|(c, cnt)| match c {
-                Some(c) => {
-                    let tokens: f64 = cnt.iter().map(|&(_, w)| w as f64).sum();
-                    score_of(c.objective / tokens)
-                }
-                None => 0.0,
+            .map(|c| {
+                (!c.is_empty()).then(|| {
+                    let blk = doc_block(c, &beta);
+                    let code = code_block(&blk, &cp, p.collapsed);
+                    let score = doc_score(&blk, &code, p);
+                    (code, score)
+                })
             })
             .collect();
+        let scores: Vec<f64> = scored
+            .iter()
+            .map(|c| c.as_ref().map_or(0.0, |c| c.1))
+            .collect();
+        let codes: Vec<Option<DocCode>> = scored.into_iter().map(|c| c.map(|c| c.0)).collect();
         if scores.iter().any(|s| !s.is_finite()) {
             return Err(EngineError::NonFinite("scores"));
         }
@@ -689,7 +963,7 @@ impl OstcModel {
     /// whose content did not change encodes to identical bytes.
     pub fn state_parts(&self) -> Vec<(String, Vec<u8>)> {
         let meta = Meta {
-            version: 1,
+            version: META_VERSION,
             timestep: self.timestep,
             updates: self.updates,
             initialised: self.initialised,
@@ -733,15 +1007,15 @@ impl OstcModel {
             })
         }
         let meta: Meta = dec(get(parts, "meta")?, "meta")?;
-        if meta.version != 1 {
+        if !(1..=META_VERSION).contains(&meta.version) {
             return Err(EngineError::Inconsistent(format!(
-                "state part `meta` has version {}, expected 1",
+                "state part `meta` has version {}, expected 1..={META_VERSION}",
                 meta.version
             )));
         }
         let vocab: Vocabulary = dec(get(parts, "vocab")?, "vocab")?;
         let (rows, cols, data): (u64, u64, Vec<f32>) = dec(get(parts, "beta")?, "beta")?;
-        let history: ScoreHistory = dec(get(parts, "history")?, "history")?;
+        let mut history: ScoreHistory = dec(get(parts, "history")?, "history")?;
         let bad = |s: String| Err(EngineError::Inconsistent(s));
         if cols as usize != params.k || meta.k != params.k {
             return bad(format!(
@@ -786,6 +1060,11 @@ impl OstcModel {
                 vocab.max_terms(),
                 params.text.max_terms
             ));
+        }
+        if meta.version < 2 {
+            // version 1 stored scores of the saturating `objective` rule: a histogram in other
+            // units than the current rule's; start the adaptive threshold afresh.
+            history = ScoreHistory::default();
         }
         Ok(OstcModel {
             params,
