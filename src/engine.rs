@@ -284,6 +284,12 @@ parts_model!(DnmfModel, DnmfParams, ModelKind::Dnmf);
 parts_model!(OstcModel, OstcParams, ModelKind::Ostc);
 
 /// Canonical bytes of a parts model: its kind, params and every part, length-prefixed.
+/// The postcard encoding of one state part. Cannot fail for the plain-data types the models
+/// persist (no maps with non-string keys, no unsupported serde features).
+pub(crate) fn part_bytes<T: serde::Serialize + ?Sized>(v: &T) -> Vec<u8> {
+    postcard::to_stdvec(v).expect("state parts are plain data")
+}
+
 pub fn parts_digest_bytes<M: PartsModel>(m: &M) -> Vec<u8> {
     let mut out = M::KIND.name().as_bytes().to_vec();
     let p = postcard::to_stdvec(m.params()).expect("params serialize");

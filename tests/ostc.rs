@@ -235,6 +235,19 @@ fn learning_rate_schedule() {
 
 /// Synthetic corpus: `topics` planted topics, each on its own 12 words (`t{k}w{i}` spelled in
 /// letters), documents mixing one or two topics with Poisson counts.
+/// A Poisson(`mean`) count by inversion (one uniform draw), capped at 60.
+fn poisson(rng: &mut ChaCha8Rng, mean: f64) -> usize {
+    let u: f64 = rng.random_range(0.0..1.0);
+    let (mut c, mut p) = (0usize, (-mean).exp());
+    let mut cdf = p;
+    while u > cdf && c < 60 {
+        c += 1;
+        p *= mean / c as f64;
+        cdf += p;
+    }
+    c
+}
+
 fn planted(rng: &mut ChaCha8Rng, topics: &[usize], docs: usize) -> Vec<String> {
     let word = |k: usize, i: usize| {
         format!(
@@ -250,16 +263,8 @@ fn planted(rng: &mut ChaCha8Rng, topics: &[usize], docs: usize) -> Vec<String> {
             let mut out = Vec::new();
             for (k, weight) in [(k1, 0.8), (k2, 0.2)] {
                 for i in 0..12 {
-                    // Zipf-like topic weights; Poisson counts by inversion
-                    let mean = 30.0 * weight / (i as f64 + 2.0);
-                    let u: f64 = rng.random_range(0.0..1.0);
-                    let (mut c, mut p) = (0usize, (-mean).exp());
-                    let mut cdf = p;
-                    while u > cdf && c < 60 {
-                        c += 1;
-                        p *= mean / c as f64;
-                        cdf += p;
-                    }
+                    // Zipf-like topic weights
+                    let c = poisson(rng, 30.0 * weight / (i as f64 + 2.0));
                     for _ in 0..c {
                         out.push(word(k, i));
                     }
@@ -582,15 +587,7 @@ fn shared_vocab_docs(rng: &mut ChaCha8Rng, topics: &[usize], docs: usize) -> Vec
             let k = topics[rng.random_range(0..topics.len())];
             let mut out = Vec::new();
             for i in 0..10 {
-                let mean = 12.0 / (i as f64 + 1.0);
-                let u: f64 = rng.random_range(0.0..1.0);
-                let (mut c, mut p) = (0usize, (-mean).exp());
-                let mut cdf = p;
-                while u > cdf && c < 60 {
-                    c += 1;
-                    p *= mean / c as f64;
-                    cdf += p;
-                }
+                let c = poisson(rng, 12.0 / (i as f64 + 1.0));
                 out.extend(std::iter::repeat_n(word(10 * k + i), c));
             }
             for _ in 0..4 {

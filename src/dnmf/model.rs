@@ -515,7 +515,7 @@ impl DnmfModel {
     /// one `docs-<timestep>` per window timestep (unchanged between steps unless the
     /// vocabulary evicted terms, so it encodes to identical bytes).
     pub fn state_parts(&self) -> Vec<(String, Vec<u8>)> {
-        let enc = |v: &dyn erased::Ser| v.bytes();
+        use crate::engine::part_bytes as enc;
         let meta = Meta {
             timestep: self.timestep,
             next_id: self.next_id,
@@ -673,17 +673,6 @@ impl DnmfModel {
             weights: weights.steps,
             topics,
         })
-    }
-}
-
-mod erased {
-    pub trait Ser {
-        fn bytes(&self) -> Vec<u8>;
-    }
-    impl<T: serde::Serialize> Ser for T {
-        fn bytes(&self) -> Vec<u8> {
-            postcard::to_stdvec(self).expect("state serialises")
-        }
     }
 }
 

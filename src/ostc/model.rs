@@ -970,7 +970,7 @@ impl OstcModel {
             k: self.beta.ncols(),
             terms: self.beta.nrows(),
         };
-        let enc = |v: &dyn erased::Enc| v.enc();
+        use crate::engine::part_bytes as enc;
         vec![
             ("meta".to_string(), enc(&meta)),
             ("vocab".to_string(), enc(&self.vocab)),
@@ -1075,18 +1075,5 @@ impl OstcModel {
             updates: meta.updates,
             initialised: meta.initialised,
         })
-    }
-}
-
-mod erased {
-    /// Object-safe postcard encoding (postcard of a `Serialize` value cannot fail for these
-    /// types: no maps with non-string keys, no unsupported features).
-    pub trait Enc {
-        fn enc(&self) -> Vec<u8>;
-    }
-    impl<T: serde::Serialize> Enc for T {
-        fn enc(&self) -> Vec<u8> {
-            postcard::to_allocvec(self).expect("postcard encodes plain data")
-        }
     }
 }
