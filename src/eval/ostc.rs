@@ -36,10 +36,10 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::ostc::coding::{
-    code_doc, code_doc_collapsed, code_doc_with, poisson_nll, CodeParams, DocCode,
+    code_doc, code_doc_collapsed, code_doc_with, fold_in, poisson_nll, CodeParams, DocCode,
 };
 use crate::ostc::dictionary::{
-    init_dictionary, init_dictionary_from_docs, learning_rate, step, StepRule,
+    init_dictionary, init_dictionary_from_docs, learning_rate, step, topic_term_counts, StepRule,
 };
 use crate::ostc::medstc::{features, Pegasos};
 use crate::ostc::model::doc_block;
@@ -128,6 +128,10 @@ pub struct OstcEvalArgs {
     pub no_collapsed: bool,
     #[arg(long)]
     pub no_medstc: bool,
+    /// Learn β (online and batch) by online EM on sufficient statistics ([`stats_step`])
+    /// instead of the per-topic convex steps of `--step em`.
+    #[arg(long)]
+    pub stats_em: bool,
     /// Diagnostic: start from the class-conditional term distributions of the training labels
     /// (topic j = class j mod 20, smoothed) and log the STC + SVM accuracy on that dictionary.
     #[arg(long)]
@@ -157,6 +161,9 @@ pub struct Checkpoint {
     /// Learning seconds so far (evaluation excluded).
     pub seconds: f64,
     pub perplexity: f64,
+    /// Normalised held-out perplexity per token (Eq. 18's form, the appendix's "LDA testing"):
+    /// π by PLSA fold-in on half 1, exp(−Σ w_n ln(πᵀβ_{·n} + ε) / Σ w_n) over half 2's tokens.
+    pub perplexity_norm: f64,
     /// Test accuracy (MedSTC only).
     pub accuracy: Option<f64>,
 }
@@ -175,6 +182,11 @@ pub struct OstcEvalSummary {
     pub medstc: Vec<Checkpoint>,
     /// Seconds online STC needed to reach the best batch-STC perplexity (None = never).
     pub online_seconds_to_batch_perplexity: Option<f64>,
+    /// The same for the normalised perplexity.
+    pub online_seconds_to_batch_perplexity_norm: Option<f64>,
+    /// Both perplexities (Eq. 19, normalised) of the final online dictionary mixed with
+    /// [`FLATTEN`] uniform mass: a check of what each metric rewards.
+    pub flattened_perplexity: (f64, f64),
     pub sparsity_online: f64,
     pub sparsity_batch: f64,
     pub sparsity_collapsed: Option<f64>,
@@ -320,6 +332,59 @@ fn code(d: &Doc, beta: &Array2<f32>, p: &CodeParams, collapsed: bool) -> DocCode
     }
 }
 
+/// Share of uniform mass mixed into the final online dictionary for the flattening check.
+const FLATTEN: f64 = 0.25;
+
+/// Iterations of the PLSA fold-in of [`perplexity_norm`].
+const FOLD_IN_ITERS: usize = 50;
+
+/// Normalised held-out perplexity per token by document completion: π = fold-in of half 1
+/// (a point of the simplex), then exp(−Σ_{half 2} w_n ln(πᵀβ_{·n} + ε) / Σ_{half 2} w_n).
+/// Every term of the vocabulary competes for the same unit of probability, so unlike Eq. 19
+/// a flatter dictionary is not rewarded for spreading mass over terms that never occur.
+fn perplexity_norm(perp: &[(Doc, Doc)], beta: &Array2<f32>, eps: f64) -> f64 {
+    let res: Vec<(f64, f64)> = perp
+        .par_iter()
+        .map(|(a, b)| {
+            let pi = fold_in(&doc_block(a, beta), FOLD_IN_ITERS);
+            let mut nll = 0.0;
+            let mut n = 0.0;
+            for &(id, w) in b {
+                let q: f64 = pi
+                    .iter()
+                    .zip(beta.row(id as usize))
+                    .map(|(t, &x)| t * x as f64)
+                    .sum();
+                nll -= w as f64 * (q + eps).ln();
+                n += w as f64;
+            }
+            (nll, n)
+        })
+        .collect();
+    let (nll, n) = res
+        .iter()
+        .fold((0.0, 0.0), |acc, r| (acc.0 + r.0, acc.1 + r.1));
+    (nll / n.max(1.0)).exp()
+}
+
+/// A checkpoint of a learner with dictionary `beta` (both perplexities measured now).
+fn checkpoint(
+    data: &Data,
+    beta: &Array2<f32>,
+    p: &CodeParams,
+    collapsed: bool,
+    (docs_seen, seconds): (usize, f64),
+    accuracy: Option<f64>,
+) -> Checkpoint {
+    Checkpoint {
+        docs_seen,
+        seconds,
+        perplexity: perplexity(&data.perp, beta, p, collapsed).0,
+        perplexity_norm: perplexity_norm(&data.perp, beta, p.eps),
+        accuracy,
+    }
+}
+
 /// Held-out perplexity by document completion (Eq. 19) and the word-code sparsity of half 1.
 fn perplexity(
     perp: &[(Doc, Doc)],
@@ -371,6 +436,62 @@ fn gradient_step(
         .map(|j| (ids[j].as_slice(), ws[j].as_slice(), &codes[j]))
         .collect();
     step(beta, &parts, alpha, rule, smooth)
+}
+
+/// One step of online EM on sufficient statistics (Cappé & Moulines 2009; the SVI form of
+/// Hoffman et al. 2010): S ← (1 − ρ) S + ρ · scale · c, with c the mini-batch's expected
+/// topic-term counts under `beta` ([`topic_term_counts`]) and scale = D / M, so S estimates the
+/// whole training set's counts; with M = D and ρ = 1 it is the batch M-step.
+fn stats_step(
+    stats: &mut Array2<f64>,
+    beta: &Array2<f32>,
+    docs: &[&Doc],
+    codes: &[DocCode],
+    rho: f64,
+    scale: f64,
+) {
+    let ids: Vec<Vec<u32>> = docs
+        .iter()
+        .map(|d| d.iter().map(|c| c.0).collect())
+        .collect();
+    let ws: Vec<Vec<f64>> = docs
+        .iter()
+        .map(|d| d.iter().map(|c| c.1 as f64).collect())
+        .collect();
+    let parts: Vec<(&[u32], &[f64], &DocCode)> = (0..docs.len())
+        .map(|j| (ids[j].as_slice(), ws[j].as_slice(), &codes[j]))
+        .collect();
+    let c = topic_term_counts(&parts, beta);
+    let rho = rho.clamp(0.0, 1.0);
+    stats.mapv_inplace(|v| v * (1.0 - rho));
+    for (&id, row) in &c {
+        for (j, v) in row.iter().enumerate() {
+            stats[[id as usize, j]] += rho * scale * v;
+        }
+    }
+}
+
+/// The dictionary of statistics S: β_k = (1 − σ) S_k / Σ_n S_kn + σ / N, on the simplex (a
+/// topic with no mass is uniform).
+fn beta_from_stats(stats: &Array2<f64>, smooth: f64) -> Array2<f32> {
+    let n = stats.nrows() as f64;
+    let mut out = Array2::<f32>::zeros(stats.dim());
+    for j in 0..stats.ncols() {
+        let t: f64 = stats.column(j).sum();
+        for i in 0..stats.nrows() {
+            let v = if t > 0.0 { stats[[i, j]] / t } else { 1.0 / n };
+            out[[i, j]] = ((1.0 - smooth) * v + smooth / n) as f32;
+        }
+    }
+    out
+}
+
+/// The starting statistics of `--stats-em`: β₀ with the mass of one K-th of the training
+/// tokens per topic (a prior worth one corpus in all, forgotten at the rate ρ_t).
+fn init_stats(beta0: &Array2<f32>, data: &Data) -> Array2<f64> {
+    let total: f64 = data.tf.iter().sum();
+    let t0 = total / beta0.ncols().max(1) as f64;
+    beta0.mapv(|v| v as f64 * t0)
 }
 
 /// Classifier features of a document: its topic counts (see [`DocCode::topic_counts`]) or θ.
@@ -484,12 +605,8 @@ fn run_online(
     rng: &mut ChaCha8Rng,
 ) -> (Array2<f32>, Vec<Checkpoint>) {
     let mut beta = beta0.clone();
-    let mut cps = vec![Checkpoint {
-        docs_seen: 0,
-        seconds: 0.0,
-        perplexity: perplexity(&data.perp, &beta, p, collapsed).0,
-        accuracy: None,
-    }];
+    let mut stats = init_stats(beta0, data);
+    let mut cps = vec![checkpoint(data, &beta, p, collapsed, (0, 0.0), None)];
     let (mut secs, mut seen, mut t, mut next) = (0.0, 0usize, 0u64, args.eval_every);
     for _ in 0..args.passes {
         let mut order: Vec<usize> = (0..data.train.len()).collect();
@@ -501,41 +618,39 @@ fn run_online(
                 .par_iter()
                 .map(|d| code(d, &beta, p, collapsed))
                 .collect();
-            beta = gradient_step(
-                &beta,
-                &docs,
-                &codes,
-                learning_rate(t, args.tau0, args.tau),
-                (args.step, args.em_smooth),
-            );
+            if args.stats_em {
+                let scale = data.train.len() as f64 / docs.len() as f64;
+                let rho = learning_rate(t, args.tau0, args.tau);
+                stats_step(&mut stats, &beta, &docs, &codes, rho, scale);
+                beta = beta_from_stats(&stats, args.em_smooth);
+            } else {
+                beta = gradient_step(
+                    &beta,
+                    &docs,
+                    &codes,
+                    learning_rate(t, args.tau0, args.tau),
+                    (args.step, args.em_smooth),
+                );
+            }
             t += 1;
             secs += t0.elapsed().as_secs_f64();
             seen += chunk.len();
             if seen >= next {
                 next += args.eval_every;
-                cps.push(Checkpoint {
-                    docs_seen: seen,
-                    seconds: secs,
-                    perplexity: perplexity(&data.perp, &beta, p, collapsed).0,
-                    accuracy: None,
-                });
+                cps.push(checkpoint(data, &beta, p, collapsed, (seen, secs), None));
                 tracing::info!(
                     collapsed,
                     seen,
                     secs,
                     ppl = cps.last().map(|c| c.perplexity),
+                    ppl_norm = cps.last().map(|c| c.perplexity_norm),
                     "online checkpoint"
                 );
             }
         }
     }
     if cps.last().map(|c| c.docs_seen) != Some(seen) {
-        cps.push(Checkpoint {
-            docs_seen: seen,
-            seconds: secs,
-            perplexity: perplexity(&data.perp, &beta, p, collapsed).0,
-            accuracy: None,
-        });
+        cps.push(checkpoint(data, &beta, p, collapsed, (seen, secs), None));
     }
     (beta, cps)
 }
@@ -610,28 +725,40 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
     // Online STC.
     let (beta_online, online) = run_online(&data, args, &p, false, &beta0, &mut rng);
 
+    // The metrics' response to flattening: the online dictionary mixed with FLATTEN uniform.
+    let flat = {
+        let n = data.vocab.max(1) as f64;
+        let b = beta_online.mapv(|v| ((1.0 - FLATTEN) * v as f64 + FLATTEN / n) as f32);
+        (
+            perplexity(&data.perp, &b, &p, false).0,
+            perplexity_norm(&data.perp, &b, p.eps),
+        )
+    };
     // Batch STC: M = D.
     let mut beta = beta0.clone();
+    let mut bstats = init_stats(&beta0, &data);
     let mut batch = vec![online[0].clone()];
     let mut secs = 0.0;
     for it in 0..args.batch_iters {
         let t0 = Instant::now();
         let docs: Vec<&Doc> = data.train.iter().map(|d| &d.0).collect();
         let codes: Vec<DocCode> = docs.par_iter().map(|d| code(d, &beta, &p, false)).collect();
-        beta = gradient_step(
-            &beta,
-            &docs,
-            &codes,
-            learning_rate(it as u64, args.batch_tau0, args.tau),
-            (args.step, args.em_smooth),
-        );
+        if args.stats_em {
+            let rho = learning_rate(it as u64, args.batch_tau0, args.tau);
+            stats_step(&mut bstats, &beta, &docs, &codes, rho, 1.0);
+            beta = beta_from_stats(&bstats, args.em_smooth);
+        } else {
+            beta = gradient_step(
+                &beta,
+                &docs,
+                &codes,
+                learning_rate(it as u64, args.batch_tau0, args.tau),
+                (args.step, args.em_smooth),
+            );
+        }
         secs += t0.elapsed().as_secs_f64();
-        batch.push(Checkpoint {
-            docs_seen: (it as usize + 1) * data.train.len(),
-            seconds: secs,
-            perplexity: perplexity(&data.perp, &beta, &p, false).0,
-            accuracy: None,
-        });
+        let seen = (it as usize + 1) * data.train.len();
+        batch.push(checkpoint(&data, &beta, &p, false, (seen, secs), None));
         tracing::info!(
             it,
             secs,
@@ -662,6 +789,15 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
     let online_seconds_to_batch_perplexity = online
         .iter()
         .find(|c| c.perplexity <= target)
+        .map(|c| c.seconds);
+    let target_norm = batch
+        .iter()
+        .skip(1)
+        .map(|c| c.perplexity_norm)
+        .fold(f64::INFINITY, f64::min);
+    let online_seconds_to_batch_perplexity_norm = online
+        .iter()
+        .find(|c| c.perplexity_norm <= target_norm)
         .map(|c| c.seconds);
 
     // STC + SVM on the online dictionary.
@@ -756,12 +892,7 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
                         &(svm.clone(), Standardise::identity(args.k)),
                         args.theta_features,
                     );
-                    cps.push(Checkpoint {
-                        docs_seen: seen,
-                        seconds: secs,
-                        perplexity: perplexity(&data.perp, &beta, &p, false).0,
-                        accuracy: Some(acc),
-                    });
+                    cps.push(checkpoint(&data, &beta, &p, false, (seen, secs), Some(acc)));
                     tracing::info!(seen, secs, acc, "medstc checkpoint");
                 }
             }
@@ -791,6 +922,8 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
         collapsed,
         medstc,
         online_seconds_to_batch_perplexity,
+        online_seconds_to_batch_perplexity_norm,
+        flattened_perplexity: flat,
         sparsity_online,
         sparsity_batch,
         sparsity_collapsed,
@@ -816,44 +949,41 @@ fn write_outputs(out: &Path, s: &OstcEvalSummary) -> Result<(), OstcEvalError> {
     let json = out.join("results.json");
     std::fs::write(&json, serde_json::to_string_pretty(s).expect("plain data"))
         .map_err(io(&json))?;
-    let ppl_time = out.join("perplexity_seconds.svg");
-    let ppl_docs = out.join("perplexity_docs.svg");
     let acc_docs = out.join("accuracy_docs.svg");
     let series = |c: &[Checkpoint],
                   f: &dyn Fn(&Checkpoint) -> Option<(f64, f64)>|
      -> Vec<(f64, f64)> { c.iter().filter_map(f).collect() };
-    let by_time = |c: &Checkpoint| Some((c.seconds.max(1e-3), c.perplexity));
-    let by_docs = |c: &Checkpoint| Some((c.docs_seen as f64, c.perplexity));
-    chart(
-        &ppl_time,
-        "Held-out perplexity vs learning seconds",
-        "seconds",
-        "perplexity",
-        &[
-            ("online STC", BLUE, series(&s.online, &by_time)),
-            ("batch STC", RED, series(&s.batch, &by_time)),
+    type Metric = fn(&Checkpoint) -> f64;
+    let metrics: [(&str, &str, Metric); 2] = [
+        ("", "Eq. 19", |c| c.perplexity),
+        ("_norm", "normalised", |c| c.perplexity_norm),
+    ];
+    for (suffix, label, metric) in metrics {
+        for (axis, xdesc, x) in [
             (
-                "online collapsed STC",
-                GREEN,
-                series(&s.collapsed, &by_time),
+                "seconds",
+                "seconds",
+                (|c: &Checkpoint| c.seconds.max(1e-3)) as Metric,
             ),
-        ],
-    )?;
-    chart(
-        &ppl_docs,
-        "Held-out perplexity vs documents seen",
-        "documents seen",
-        "perplexity",
-        &[
-            ("online STC", BLUE, series(&s.online, &by_docs)),
-            ("batch STC", RED, series(&s.batch, &by_docs)),
-            (
-                "online collapsed STC",
-                GREEN,
-                series(&s.collapsed, &by_docs),
-            ),
-        ],
-    )?;
+            ("docs", "documents seen", |c: &Checkpoint| {
+                c.docs_seen as f64
+            }),
+        ] {
+            let path = out.join(format!("perplexity{suffix}_{axis}.svg"));
+            let point = |c: &Checkpoint| Some((x(c), metric(c)));
+            chart(
+                &path,
+                &format!("Held-out perplexity ({label}) vs {xdesc}"),
+                xdesc,
+                "perplexity",
+                &[
+                    ("online STC", BLUE, series(&s.online, &point)),
+                    ("batch STC", RED, series(&s.batch, &point)),
+                    ("online collapsed STC", GREEN, series(&s.collapsed, &point)),
+                ],
+            )?;
+        }
+    }
     let acc = |c: &Checkpoint| c.accuracy.map(|a| (c.docs_seen as f64, a));
     let stc_line = s
         .medstc
@@ -888,10 +1018,15 @@ fn markdown(s: &OstcEvalSummary) -> String {
         a.k, a.rho, a.gamma, a.tau0, a.batch_tau0, a.tau, a.batch_size, a.sweeps, a.passes, a.seed, s.vocabulary, a.min_df,
         s.train_docs, s.test_docs, s.perp_docs, s.seconds_total
     );
-    let _ = writeln!(m, "## Held-out perplexity (document completion, Eq. 19)\n");
+    let _ = writeln!(m, "## Held-out perplexity (document completion)\n");
     let _ = writeln!(
         m,
-        "| learner | docs seen | learning s | perplexity |\n|---|---:|---:|---:|"
+        "Eq. 19: Poisson, per distinct held-out term, codes of half 1. Normalised: per held-out \
+         token, π by fold-in of half 1 (Eq. 18's form).\n"
+    );
+    let _ = writeln!(
+        m,
+        "| learner | docs seen | learning s | perplexity (Eq. 19) | perplexity (normalised) |\n|---|---:|---:|---:|---:|"
     );
     for (name, c) in [
         ("online STC", &s.online),
@@ -901,18 +1036,29 @@ fn markdown(s: &OstcEvalSummary) -> String {
         for cp in c {
             let _ = writeln!(
                 m,
-                "| {name} | {} | {:.1} | {:.1} |",
-                cp.docs_seen, cp.seconds, cp.perplexity
+                "| {name} | {} | {:.1} | {:.1} | {:.0} |",
+                cp.docs_seen, cp.seconds, cp.perplexity, cp.perplexity_norm
             );
         }
     }
+    let when = |v: Option<f64>| {
+        v.map_or("never (within the run)".to_string(), |v| {
+            format!("{v:.1} s")
+        })
+    };
     let _ = writeln!(
         m,
-        "\nOnline STC reaches the best batch-STC perplexity after: {}.\n",
-        s.online_seconds_to_batch_perplexity
-            .map_or("never (within the run)".to_string(), |v| format!(
-                "{v:.1} s"
-            ))
+        "\nOnline STC reaches the best batch-STC perplexity after: {} (Eq. 19), {} (normalised).\n",
+        when(s.online_seconds_to_batch_perplexity),
+        when(s.online_seconds_to_batch_perplexity_norm)
+    );
+    let _ = writeln!(
+        m,
+        "Flattening check: the final online dictionary mixed with {:.0} % uniform mass has \
+         perplexity {:.1} (Eq. 19) and {:.0} (normalised).\n",
+        FLATTEN * 100.0,
+        s.flattened_perplexity.0,
+        s.flattened_perplexity.1
     );
     let _ = writeln!(m, "## Word-code sparsity (share of zero entries)\n");
     let _ = writeln!(m, "| codes | sparsity |\n|---|---:|");
@@ -965,7 +1111,8 @@ fn markdown(s: &OstcEvalSummary) -> String {
     }
     let _ = writeln!(
         m,
-        "\nPlots: perplexity_seconds.svg, perplexity_docs.svg, accuracy_docs.svg."
+        "\nPlots: perplexity_seconds.svg, perplexity_docs.svg (Eq. 19), perplexity_norm_seconds.svg, \
+         perplexity_norm_docs.svg (normalised), accuracy_docs.svg."
     );
     m
 }
@@ -1042,4 +1189,146 @@ fn chart(
         .draw()
         .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::Rng;
+
+    fn random_beta(n: usize, k: usize, rng: &mut ChaCha8Rng) -> Array2<f32> {
+        let mut b = Array2::<f32>::zeros((n, k));
+        for j in 0..k {
+            let col: Vec<f64> = (0..n).map(|_| rng.random_range(0.1..1.0)).collect();
+            let s: f64 = col.iter().sum();
+            for (i, v) in col.iter().enumerate() {
+                b[[i, j]] = (v / s) as f32;
+            }
+        }
+        b
+    }
+
+    fn random_doc(n: u32, rng: &mut ChaCha8Rng) -> Doc {
+        let mut d = Doc::new();
+        for id in 0..n {
+            if rng.random_bool(0.6) {
+                d.push((id, rng.random_range(1..5)));
+            }
+        }
+        d
+    }
+
+    /// Two mini-batches of a two-batch "corpus" (scale D/M = 2, ρ = 1 then 1/2) leave exactly
+    /// the summed expected counts of both: online EM's statistics estimate the corpus's.
+    #[test]
+    fn stats_em_statistics_sum_the_batches_counts() {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let (n, k) = (8usize, 3usize);
+        let beta = random_beta(n, k, &mut rng);
+        let p = CodeParams {
+            rho: 0.05,
+            gamma: 0.01,
+            eps: 1e-6,
+            sweeps: 10,
+            tol: 1e-6,
+        };
+        let a: Vec<Doc> = (0..3).map(|_| random_doc(n as u32, &mut rng)).collect();
+        let b: Vec<Doc> = (0..3).map(|_| random_doc(n as u32, &mut rng)).collect();
+        let mut stats = Array2::<f64>::from_elem((n, k), 5.0);
+        let mut expect = Array2::<f64>::zeros((n, k));
+        for (batch, rho) in [(&a, 1.0), (&b, 0.5)] {
+            let docs: Vec<&Doc> = batch.iter().collect();
+            let codes: Vec<DocCode> = docs.iter().map(|d| code(d, &beta, &p, false)).collect();
+            stats_step(&mut stats, &beta, &docs, &codes, rho, 2.0);
+            // independent count: c_kn = Σ_d w_dn s_dnk β_kn / ν_dn
+            for (d, c) in docs.iter().zip(&codes) {
+                for (pos, &(id, w)) in d.iter().enumerate() {
+                    for j in 0..k {
+                        expect[[id as usize, j]] +=
+                            w as f64 * c.s[pos * k + j] * beta[[id as usize, j]] as f64 / c.nu[pos];
+                    }
+                }
+            }
+        }
+        for (s, e) in stats.iter().zip(expect.iter()) {
+            assert!((s - e).abs() <= 1e-9 * e.abs().max(1.0), "{s} vs {e}");
+        }
+        assert!(expect.iter().any(|&v| v > 0.1));
+    }
+
+    #[test]
+    fn dictionary_of_statistics_is_smoothed_and_proportional() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let (n, k) = (10usize, 4usize);
+        let mut stats = Array2::<f64>::zeros((n, k));
+        for v in stats.iter_mut() {
+            *v = rng.random_range(0.0..3.0);
+        }
+        stats.column_mut(3).fill(0.0); // a topic with no mass: uniform
+        for smooth in [0.0, 0.3] {
+            let b = beta_from_stats(&stats, smooth);
+            for j in 0..k {
+                let s: f64 = b.column(j).iter().map(|&v| v as f64).sum();
+                assert!((s - 1.0).abs() < 1e-5, "topic {j} sums to {s}");
+                let t: f64 = stats.column(j).sum();
+                for i in 0..n {
+                    let want = if t > 0.0 {
+                        (1.0 - smooth) * stats[[i, j]] / t + smooth / n as f64
+                    } else {
+                        1.0 / n as f64
+                    };
+                    assert!((b[[i, j]] as f64 - want).abs() < 1e-6);
+                }
+            }
+        }
+    }
+
+    /// Gibbs' inequality: with one topic, the normalised held-out perplexity is smallest when
+    /// the topic is the held-out half's own term distribution p, where it equals exp(H(p));
+    /// every other distribution (including flatter ones) does worse.
+    #[test]
+    fn normalised_perplexity_is_minimised_by_the_held_out_distribution() {
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let n = 12usize;
+        let half1: Doc = vec![(0, 2), (3, 1), (5, 4)];
+        let half2: Doc = (0..n as u32)
+            .filter(|i| i % 3 != 1)
+            .map(|i| (i, 1 + i % 4))
+            .collect();
+        let tot: f64 = half2.iter().map(|c| c.1 as f64).sum();
+        let mut p = vec![0.0; n];
+        for &(id, w) in &half2 {
+            p[id as usize] = w as f64 / tot;
+        }
+        let entropy: f64 = p.iter().filter(|&&v| v > 0.0).map(|v| -v * v.ln()).sum();
+        let as_beta = |q: &[f64]| Array2::from_shape_fn((n, 1), |(i, _)| q[i] as f32);
+        let perp = vec![(half1, half2)];
+        let best = perplexity_norm(&perp, &as_beta(&p), 1e-12);
+        assert!(
+            (best - entropy.exp()).abs() < 1e-4 * best,
+            "{best} vs {}",
+            entropy.exp()
+        );
+        for trial in 0..50 {
+            let mix: f64 = if trial < 10 {
+                0.05 * (trial + 1) as f64
+            } else {
+                rng.random_range(0.01..1.0)
+            };
+            let other: Vec<f64> = if trial < 10 {
+                vec![1.0 / n as f64; n] // flatter
+            } else {
+                let r: Vec<f64> = (0..n).map(|_| rng.random_range(0.0..1.0)).collect();
+                let s: f64 = r.iter().sum();
+                r.iter().map(|v| v / s).collect()
+            };
+            let q: Vec<f64> = p
+                .iter()
+                .zip(&other)
+                .map(|(a, b)| (1.0 - mix) * a + mix * b)
+                .collect();
+            let v = perplexity_norm(&perp, &as_beta(&q), 1e-12);
+            assert!(v > best, "trial {trial}: {v} ≤ {best}");
+        }
+    }
 }
