@@ -184,6 +184,8 @@ pub struct OstcEvalSummary {
     pub online_seconds_to_batch_perplexity: Option<f64>,
     /// The same for the normalised perplexity.
     pub online_seconds_to_batch_perplexity_norm: Option<f64>,
+    /// Seconds batch STC needed to reach the normalised perplexity online STC ended with.
+    pub batch_seconds_to_online_perplexity_norm: Option<f64>,
     /// Both perplexities (Eq. 19, normalised) of the final online dictionary mixed with
     /// [`FLATTEN`] uniform mass: a check of what each metric rewards.
     pub flattened_perplexity: (f64, f64),
@@ -799,6 +801,12 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
         .iter()
         .find(|c| c.perplexity_norm <= target_norm)
         .map(|c| c.seconds);
+    let online_final = online.last().map_or(f64::INFINITY, |c| c.perplexity_norm);
+    let batch_seconds_to_online_perplexity_norm = batch
+        .iter()
+        .skip(1)
+        .find(|c| c.perplexity_norm <= online_final)
+        .map(|c| c.seconds);
 
     // STC + SVM on the online dictionary.
     let feats: Vec<(Vec<f64>, usize)> = data
@@ -923,6 +931,7 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
         medstc,
         online_seconds_to_batch_perplexity,
         online_seconds_to_batch_perplexity_norm,
+        batch_seconds_to_online_perplexity_norm,
         flattened_perplexity: flat,
         sparsity_online,
         sparsity_batch,
@@ -1051,6 +1060,13 @@ fn markdown(s: &OstcEvalSummary) -> String {
         "\nOnline STC reaches the best batch-STC perplexity after: {} (Eq. 19), {} (normalised).\n",
         when(s.online_seconds_to_batch_perplexity),
         when(s.online_seconds_to_batch_perplexity_norm)
+    );
+    let _ = writeln!(
+        m,
+        "Batch STC reaches the normalised perplexity online STC ends with ({:.0}, after {:.1} s) after: {}.\n",
+        s.online.last().map_or(f64::NAN, |c| c.perplexity_norm),
+        s.online.last().map_or(f64::NAN, |c| c.seconds),
+        when(s.batch_seconds_to_online_perplexity_norm)
     );
     let _ = writeln!(
         m,
