@@ -7,11 +7,14 @@
 //! - vocabulary fixed from the training split: the crate's tokenizer, terms with document
 //!   frequency ≥ `--min-df`; documents as raw (term, count) pairs;
 //! - training documents shuffled once; online learners read them in that order in mini-batches
-//!   of `--batch-size`; batch STC does full passes (code all, one projected-gradient step);
+//!   of `--batch-size`; batch STC does full passes (code all, one dictionary step); both step
+//!   by `--step` or, with `--stats-em`, by online EM on sufficient statistics;
 //! - perplexity set: `--perp-docs` test documents, each document's tokens shuffled and split in
 //!   halves; codes inferred from half 1, then for each term n of half 2 the Poisson mean
 //!   ν_n = θᵀβ_{·n} + ε (word code set to its Gaussian mean θ) and
 //!   perplexity = exp(Σ −ln Poisson(w_n; ν_n) / Σ |I₂|) — per distinct held-out term, as Eq. 19;
+//!   and the normalised perplexity per held-out token, π by PLSA fold-in of half 1 (see
+//!   `perplexity_norm`; Eq. 19 rewards flattening the dictionary, this one does not);
 //! - sparsity ratio = share of zero word-code entries over all (term, topic) pairs of the
 //!   perplexity set's half 1; the dense baseline codes the same documents over the same
 //!   dictionary with ρ = 0 (no Laplace prior);
@@ -128,7 +131,7 @@ pub struct OstcEvalArgs {
     pub no_collapsed: bool,
     #[arg(long)]
     pub no_medstc: bool,
-    /// Learn β (online and batch) by online EM on sufficient statistics ([`stats_step`])
+    /// Learn β (online and batch) by online EM on sufficient statistics (`stats_step`)
     /// instead of the per-topic convex steps of `--step em`.
     #[arg(long)]
     pub stats_em: bool,
@@ -187,7 +190,7 @@ pub struct OstcEvalSummary {
     /// Seconds batch STC needed to reach the normalised perplexity online STC ended with.
     pub batch_seconds_to_online_perplexity_norm: Option<f64>,
     /// Both perplexities (Eq. 19, normalised) of the final online dictionary mixed with
-    /// [`FLATTEN`] uniform mass: a check of what each metric rewards.
+    /// `FLATTEN` (25 %) uniform mass: a check of what each metric rewards.
     pub flattened_perplexity: (f64, f64),
     pub sparsity_online: f64,
     pub sparsity_batch: f64,
