@@ -41,7 +41,7 @@ use crate::ostc::coding::{
 use crate::ostc::dictionary::{
     init_dictionary, init_dictionary_from_docs, learning_rate, step, StepRule,
 };
-use crate::ostc::medstc::{code_doc_supervised, count_features, features, Pegasos};
+use crate::ostc::medstc::{code_doc_supervised, count_features, features, joint_features, Pegasos};
 use crate::ostc::model::doc_block;
 use crate::params::TextParams;
 use crate::text::Tokenizer;
@@ -149,6 +149,10 @@ pub struct OstcEvalArgs {
     /// (comma-separated), on the same final codes.
     #[arg(long, value_delimiter = ',')]
     pub refit_lambdas: Vec<f64>,
+    /// Classify on the joint codes [ln(1 + z)/‖·‖₂ ; θ/‖θ‖₂] (dimension 2K; overrides
+    /// `--theta-features`); MedSTC's hinge then acts on both halves (word codes and θ-step).
+    #[arg(long)]
+    pub joint_features: bool,
 }
 
 #[derive(Debug, Error)]
@@ -390,15 +394,49 @@ fn gradient_step(
     step(beta, &parts, alpha, rule, smooth)
 }
 
-/// Classifier features of a document: its topic counts (see [`DocCode::topic_counts`]) or θ.
-fn doc_features(d: &Doc, beta: &Array2<f32>, p: &CodeParams, theta: bool) -> Vec<f64> {
+/// Which codes the classifiers read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Feats {
+    /// ln(1 + z)/‖·‖₂ of the topic counts z ([`DocCode::topic_counts`]).
+    Counts,
+    /// θ/‖θ‖₂.
+    Theta,
+    /// Both, concatenated (2K).
+    Joint,
+}
+
+impl Feats {
+    fn of(args: &OstcEvalArgs) -> Feats {
+        if args.joint_features {
+            Feats::Joint
+        } else if args.theta_features {
+            Feats::Theta
+        } else {
+            Feats::Counts
+        }
+    }
+    fn dim(self, k: usize) -> usize {
+        if self == Feats::Joint {
+            2 * k
+        } else {
+            k
+        }
+    }
+    /// The features of a document's codes (`b` its block under the dictionary coded with).
+    fn get(self, c: &DocCode, b: &crate::ostc::coding::DocBlock) -> Vec<f64> {
+        match self {
+            Feats::Counts => log_features(&c.topic_counts(b)),
+            Feats::Theta => features(&c.theta),
+            Feats::Joint => joint_features(&c.topic_counts(b), &c.theta),
+        }
+    }
+}
+
+/// Classifier features of a document coded without its label ([`code_doc`]).
+fn doc_features(d: &Doc, beta: &Array2<f32>, p: &CodeParams, f: Feats) -> Vec<f64> {
     let b = doc_block(d, beta);
     let c = code_doc(&b, p);
-    if theta {
-        features(&c.theta)
-    } else {
-        log_features(&c.topic_counts(&b))
-    }
+    f.get(&c, &b)
 }
 
 /// ln(1 + z), ℓ2-normalised: keeps a background topic holding most counts from drowning the
@@ -458,14 +496,12 @@ fn accuracy(
     beta: &Array2<f32>,
     p: &CodeParams,
     clf: &(Pegasos, Standardise),
-    theta_features: bool,
+    f: Feats,
 ) -> f64 {
     let (svm, st) = clf;
     let ok: usize = test
         .par_iter()
-        .map(|(d, y)| {
-            usize::from(svm.predict(&st.apply(&doc_features(d, beta, p, theta_features))) == *y)
-        })
+        .map(|(d, y)| usize::from(svm.predict(&st.apply(&doc_features(d, beta, p, f))) == *y))
         .sum();
     ok as f64 / test.len().max(1) as f64
 }
@@ -589,7 +625,8 @@ fn run_medstc(
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0x3ED5);
     let p = *p;
     let mut beta = beta0.clone();
-    let mut svm = Pegasos::new(classes, args.k, args.svm_lambda, args.margin);
+    let fk = Feats::of(args);
+    let mut svm = Pegasos::new(classes, fk.dim(args.k), args.svm_lambda, args.margin);
     let mut cps = Vec::new();
     let (mut secs, mut seen, mut t, mut next) = (0.0, 0usize, 0u64, args.eval_every);
     let total = data.train.len() * args.passes as usize;
@@ -609,16 +646,17 @@ fn run_medstc(
                 .map(|&i| {
                     let (d, y) = &data.train[i];
                     let blk = doc_block(d, &beta);
-                    if args.theta_features {
+                    if fk == Feats::Theta {
                         let denom = p.lambda() + p.gamma * d.len() as f64;
                         let c = code_doc_with(&blk, &p, |theta, _s| {
                             svm.supervise_theta(theta, *y, args.medstc_c, denom)
                         });
-                        let f = features(&c.theta);
+                        let f = fk.get(&c, &blk);
                         (c, f)
                     } else {
-                        let c = code_doc_supervised(&blk, &p, &svm, *y, args.medstc_c);
-                        let f = count_features(&c.topic_counts(&blk));
+                        let joint = fk == Feats::Joint;
+                        let c = code_doc_supervised(&blk, &p, &svm, *y, args.medstc_c, joint);
+                        let f = fk.get(&c, &blk);
                         (c, f)
                     }
                 })
@@ -652,8 +690,8 @@ fn run_medstc(
                     &data.test,
                     &beta,
                     &p,
-                    &(clf, Standardise::identity(args.k)),
-                    args.theta_features,
+                    &(clf, Standardise::identity(fk.dim(args.k))),
+                    Feats::of(args),
                 );
                 let ppl = if data.perp.is_empty() {
                     f64::NAN
@@ -674,10 +712,10 @@ fn run_medstc(
     let feats: Vec<(Vec<f64>, usize)> = data
         .train
         .par_iter()
-        .map(|(d, y)| (doc_features(d, &beta, &p, args.theta_features), *y))
+        .map(|(d, y)| (doc_features(d, &beta, &p, Feats::of(args)), *y))
         .collect();
     let refit = fit_svm(&feats, args, classes, &mut rng);
-    let acc_refit = accuracy(&data.test, &beta, &p, &refit, args.theta_features);
+    let acc_refit = accuracy(&data.test, &beta, &p, &refit, Feats::of(args));
     tracing::info!(acc, acc_refit, "medstc final");
     for &svm_lambda in &args.refit_lambdas {
         let a2 = OstcEvalArgs {
@@ -686,7 +724,7 @@ fn run_medstc(
         };
         let mut r2 = ChaCha8Rng::seed_from_u64(args.seed ^ 0x3ED6);
         let clf = fit_svm(&feats, &a2, classes, &mut r2);
-        let acc = accuracy(&data.test, &beta, &p, &clf, args.theta_features);
+        let acc = accuracy(&data.test, &beta, &p, &clf, Feats::of(args));
         tracing::info!(svm_lambda, acc, "medstc refit (tuning)");
     }
     (cps, acc, Some(acc_refit))
@@ -772,10 +810,10 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
         let feats: Vec<(Vec<f64>, usize)> = data
             .train
             .par_iter()
-            .map(|(d, y)| (doc_features(d, &beta0, &p, args.theta_features), *y))
+            .map(|(d, y)| (doc_features(d, &beta0, &p, Feats::of(args)), *y))
             .collect();
         let svm = fit_svm(&feats, args, classes, &mut rng);
-        let acc = accuracy(&data.test, &beta0, &p, &svm, args.theta_features);
+        let acc = accuracy(&data.test, &beta0, &p, &svm, Feats::of(args));
         tracing::info!(acc, "oracle dictionary: STC + SVM");
     }
     tracing::info!(
@@ -875,10 +913,10 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
     let feats: Vec<(Vec<f64>, usize)> = data
         .train
         .par_iter()
-        .map(|(d, y)| (doc_features(d, &beta_online, &p, args.theta_features), *y))
+        .map(|(d, y)| (doc_features(d, &beta_online, &p, Feats::of(args)), *y))
         .collect();
     let svm = fit_svm(&feats, args, classes, &mut rng);
-    let accuracy_stc_svm = accuracy(&data.test, &beta_online, &p, &svm, args.theta_features);
+    let accuracy_stc_svm = accuracy(&data.test, &beta_online, &p, &svm, Feats::of(args));
     tracing::info!(accuracy_stc_svm, "STC + SVM");
 
     let accuracy_bow_svm = bow_accuracy(&data, args, classes, &mut rng);

@@ -110,6 +110,41 @@ impl Pegasos {
         }
     }
 
+    /// The supervised θ-step for the joint features [x(z); θ/‖θ‖₂] ([`joint_features`], this
+    /// classifier of dimension 2K = 2 · `k`), z fixed: with y* the loss-augmented prediction at
+    /// (z, θ) and d the θ-half of η_{y*} − η_label, θ ← max(0, θ − c (I − x xᵀ) d / (‖θ‖ denom)),
+    /// x = θ/‖θ‖ — the closed-form minimiser of (denom/2)‖θ' − θ‖² + c·(hinge linearised in θ).
+    /// No-op when y* = label or θ = 0; keeps θ ≥ 0 and finite.
+    pub fn supervise_theta_block(
+        &self,
+        theta: &mut [f64],
+        label: usize,
+        c: f64,
+        denom: f64,
+        k: usize,
+        z: &[f64],
+    ) {
+        let n = theta.iter().map(|v| v * v).sum::<f64>().sqrt();
+        if !(n > 0.0 && n.is_finite()) || self.dim != 2 * k {
+            return;
+        }
+        let x = features(theta);
+        let y = self.most_violating(&joint_features(z, theta), label);
+        if y == label {
+            return;
+        }
+        let d = self.dim;
+        let diff: Vec<f64> = (0..k)
+            .map(|j| self.w[y * d + k + j] - self.w[label * d + k + j])
+            .collect();
+        let dx: f64 = diff.iter().zip(&x).map(|(a, b)| a * b).sum();
+        for (j, t) in theta.iter_mut().enumerate() {
+            let g = (diff[j] - dx * x[j]) / n;
+            let v = *t - c * g / denom;
+            *t = if v.is_finite() { v.max(0.0) } else { *t };
+        }
+    }
+
     /// The supervised θ-step of MedSTC on the θ features x = θ/‖θ‖₂ (`--theta-features`): with
     /// y* the loss-augmented prediction at θ and d = η_{y*} − η_label, one linearised step
     /// θ ← max(0, θ − c (I − x xᵀ) d / (‖θ‖ denom)) — (I − x xᵀ) d / ‖θ‖ is the exact gradient of
@@ -142,6 +177,14 @@ impl Pegasos {
 /// x = u / ‖u‖₂ (0 when u = 0). Every entry is finite and ‖x‖₂ ≤ 1.
 pub fn count_features(z: &[f64]) -> Vec<f64> {
     features(&z.iter().map(|v| v.max(0.0).ln_1p()).collect::<Vec<f64>>())
+}
+
+/// Joint classifier features [x(z); θ/‖θ‖₂] (dimension 2K): [`count_features`] of the topic
+/// counts followed by [`features`] of the document code; ‖·‖₂ ≤ √2.
+pub fn joint_features(z: &[f64], theta: &[f64]) -> Vec<f64> {
+    let mut x = count_features(z);
+    x.extend(features(theta));
+    x
 }
 
 /// Gradient with respect to z of dᵀx(z), x = [`count_features`]:
@@ -194,7 +237,9 @@ pub fn counts_grad_s(doc: &DocBlock, s: &[f64], nu: &[f64], g: &[f64]) -> Vec<f6
 }
 
 /// The supervised coding objective of a labelled document: the STC objective
-/// [`coding::objective`] plus c · hinge(x(z(s)), label), x = [`count_features`].
+/// [`coding::objective`] plus c · hinge(x, label), x = [`count_features`] of z(s), or with
+/// `joint` [`joint_features`] of (z(s), θ).
+#[allow(clippy::too_many_arguments)]
 pub fn supervised_objective(
     doc: &DocBlock,
     s: &[f64],
@@ -203,9 +248,15 @@ pub fn supervised_objective(
     svm: &Pegasos,
     label: usize,
     c: f64,
+    joint: bool,
 ) -> f64 {
     let nu = coding::means(doc, s, p.eps);
-    let x = count_features(&counts_of(doc, s, &nu));
+    let z = counts_of(doc, s, &nu);
+    let x = if joint {
+        joint_features(&z, theta)
+    } else {
+        count_features(&z)
+    };
     coding::objective(doc, s, theta, p) + c * svm.hinge(&x, label)
 }
 
@@ -222,6 +273,11 @@ pub fn supervised_objective(
 /// θ; θ couples to s through γ). When the document is classified with margin (y* = label) the
 /// sweep is the unsupervised one.
 ///
+/// With `joint` the features are [`joint_features`] (the classifier has dimension 2K): the
+/// word-code sweep uses the z-half of η_{y*} − η_label as above, and the θ-step is followed by
+/// the supervised θ-step on the θ-half ([`Pegasos::supervise_theta_block`]), its step halved
+/// until it lowers the supervised objective (kept at Eq. 8 if 8 halvings do not).
+///
 /// Guarantees: codes ≥ 0 and finite; c = 0 gives exactly [`coding::code_doc`]'s codes.
 /// `objective` in the result is the STC objective f (without the hinge). The hinge is not
 /// convex in s, so a sweep need not decrease the supervised objective; the unit tests check
@@ -232,6 +288,7 @@ pub fn code_doc_supervised(
     svm: &Pegasos,
     label: usize,
     c: f64,
+    joint: bool,
 ) -> DocCode {
     let k = doc.k;
     let nw = doc.len();
@@ -257,17 +314,21 @@ pub fn code_doc_supervised(
     for _ in 0..p.sweeps.max(1) {
         sweeps += 1;
         let z = counts_of(doc, &s, &nu);
-        let x = count_features(&z);
+        let x = if joint {
+            joint_features(&z, &theta)
+        } else {
+            count_features(&z)
+        };
         let y = svm.most_violating(&x, label);
         // word n's coefficients depend on s_n and ν_n only, so computing all of them here
         // equals computing each just before word n's updates
         let lin = if y == label {
             vec![0.0; s.len()]
         } else {
-            let d: Vec<f64> = (0..k)
+            let d: Vec<f64> = (0..svm.dim)
                 .map(|j| svm.w[y * svm.dim + j] - svm.w[label * svm.dim + j])
                 .collect();
-            counts_grad_s(doc, &s, &nu, &count_features_grad(&z, &d))
+            counts_grad_s(doc, &s, &nu, &count_features_grad(&z, &d[..k]))
         };
         for n in 0..nw {
             let b = doc.row(n);
@@ -284,8 +345,27 @@ pub fn code_doc_supervised(
             nu[n] = v;
         }
         theta_of(&s, &mut theta);
+        if joint {
+            // supervised θ-step on the θ half of the features (the paper's θ-step), z fixed at
+            // the codes just computed; the linearised step can overshoot (x = θ/‖θ‖ is not
+            // linear), so it is halved until it lowers the supervised objective (≤ 8 tries,
+            // else θ stays at Eq. 8)
+            let nu_now = coding::means(doc, &s, p.eps);
+            let z_now = counts_of(doc, &s, &nu_now);
+            let f0 = supervised_objective(doc, &s, &theta, p, svm, label, c, true);
+            let mut ct = c;
+            for _ in 0..8 {
+                let mut t2 = theta.clone();
+                svm.supervise_theta_block(&mut t2, label, ct, denom, k, &z_now);
+                if supervised_objective(doc, &s, &t2, p, svm, label, c, true) < f0 {
+                    theta = t2;
+                    break;
+                }
+                ct *= 0.5;
+            }
+        }
         nu = coding::means(doc, &s, p.eps);
-        let f = supervised_objective(doc, &s, &theta, p, svm, label, c);
+        let f = supervised_objective(doc, &s, &theta, p, svm, label, c, joint);
         if (last - f) <= p.tol * f.abs().max(1e-12) {
             break;
         }
@@ -400,9 +480,9 @@ mod tests {
         svm.w = vec![2.0, -2.0, 0.0, 0.0, -2.0, 2.0, 0.0, 0.0];
         let doc = planted_doc(k, 2, 1);
         let un = coding::code_doc(&doc, &p);
-        let f_un = supervised_objective(&doc, &un.s, &un.theta, &p, &svm, 1, 5.0);
-        let sup = code_doc_supervised(&doc, &p, &svm, 1, 5.0);
-        let f_sup = supervised_objective(&doc, &sup.s, &sup.theta, &p, &svm, 1, 5.0);
+        let f_un = supervised_objective(&doc, &un.s, &un.theta, &p, &svm, 1, 5.0, false);
+        let sup = code_doc_supervised(&doc, &p, &svm, 1, 5.0, false);
+        let f_sup = supervised_objective(&doc, &sup.s, &sup.theta, &p, &svm, 1, 5.0, false);
         assert!(f_sup < f_un - 1e-6, "{f_sup} vs {f_un}");
         assert!(sup
             .s
@@ -415,7 +495,7 @@ mod tests {
         assert!(svm.hinge(&x_sup, 1) < svm.hinge(&x_un, 1));
         assert!(x_sup[1] > x_un[1]);
         // c = 0: exactly the unsupervised codes
-        assert_eq!(code_doc_supervised(&doc, &p, &svm, 1, 0.0), un);
+        assert_eq!(code_doc_supervised(&doc, &p, &svm, 1, 0.0, false), un);
     }
 
     #[test]
@@ -493,7 +573,7 @@ mod tests {
             docs.iter()
                 .map(|(d, y)| {
                     let c = if sup {
-                        code_doc_supervised(d, &p, &guide, *y, 10.0)
+                        code_doc_supervised(d, &p, &guide, *y, 10.0, false)
                     } else {
                         coding::code_doc(d, &p)
                     };
@@ -520,5 +600,35 @@ mod tests {
             h_sup < 0.5 * h_un,
             "supervised {h_sup} vs unsupervised {h_un}"
         );
+    }
+
+    #[test]
+    fn joint_theta_block_step_lowers_the_hinge() {
+        // K = 3, joint features [x(z); θ/‖θ‖]: only the θ half of the classifier is non-zero
+        let mut svm = Pegasos::new(2, 6, 1e-2, 1.0);
+        svm.w = vec![0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0];
+        let z = [1.0, 2.0, 3.0];
+        let theta0 = vec![1.0, 2.0, 0.5];
+        let mut theta = theta0.clone();
+        svm.supervise_theta_block(&mut theta, 0, 0.1, 1.0, 3, &z);
+        let h0 = svm.hinge(&joint_features(&z, &theta0), 0);
+        let h1 = svm.hinge(&joint_features(&z, &theta), 0);
+        assert!(h1 < h0, "{h1} vs {h0}");
+        // wrong dimension: no-op
+        let mut t2 = theta0.clone();
+        Pegasos::new(2, 3, 1e-2, 1.0).supervise_theta_block(&mut t2, 0, 0.1, 1.0, 3, &z);
+        assert_eq!(t2, theta0);
+        // joint supervised coding lowers the joint supervised objective on the planted document
+        let p = CodeParams::default();
+        let doc = planted_doc(3, 2, 1);
+        let mut svm = Pegasos::new(2, 6, 1e-2, 1.0);
+        svm.w = vec![
+            2.0, -2.0, 0.0, 1.0, -1.0, 0.0, -2.0, 2.0, 0.0, -1.0, 1.0, 0.0,
+        ];
+        let un = coding::code_doc(&doc, &p);
+        let f_un = supervised_objective(&doc, &un.s, &un.theta, &p, &svm, 1, 5.0, true);
+        let sup = code_doc_supervised(&doc, &p, &svm, 1, 5.0, true);
+        let f_sup = supervised_objective(&doc, &sup.s, &sup.theta, &p, &svm, 1, 5.0, true);
+        assert!(f_sup < f_un, "{f_sup} vs {f_un}");
     }
 }
