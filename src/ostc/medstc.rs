@@ -1,8 +1,15 @@
 //! Online MedSTC (WWW'13 §4.2.2): a multi-class linear SVM (Crammer–Singer hinge loss) on
 //! document codes, learned online by Pegasos (Shalev-Shwartz et al. 2007), and the supervised
-//! θ-step that couples it to the codes.
+//! coding that couples it to the codes.
 //!
-//! Features: x = θ / ‖θ‖₂ (0 for θ = 0), so the classifier is scale-free in the codes.
+//! Features (what the classifier reads, and what the hinge acts on):
+//! - default: x = u/‖u‖₂, u = ln(1 + z), z the topic counts z_k = Σ_n w_n s_nk β_kn/ν_n
+//!   ([`count_features`]); the hinge acts on the word codes s through z
+//!   ([`code_doc_supervised`]) and θ follows s through the Gaussian coupling;
+//! - `θ/‖θ‖₂` ([`features`], the paper's choice): the hinge acts in the θ-step
+//!   ([`Pegasos::supervise_theta`]);
+//! - both concatenated ([`joint_features`]).
+//!
 //! Hinge loss: max_y [Δ·1(y ≠ y_d) + η_yᵀx − η_{y_d}ᵀx].
 
 use serde::{Deserialize, Serialize};
