@@ -18,10 +18,14 @@
 //! - sparsity ratio = share of zero word-code entries over all (term, topic) pairs of the
 //!   perplexity set's half 1; the dense baseline codes the same documents over the same
 //!   dictionary with ρ = 0 (no Laplace prior);
-//! - classification: features θ/‖θ‖₂, Pegasos multi-class SVM; "STC + SVM" codes the training
-//!   set with the final online-STC dictionary and trains the SVM afterwards; online MedSTC
-//!   interleaves supervised coding (θ-step with the hinge term), dictionary updates and one
-//!   Pegasos step per training document, and is scored on the test split at checkpoints.
+//! - classification: features ln(1 + z)/‖·‖₂ of the topic counts z (`--theta-features`:
+//!   θ/‖θ‖₂; `--joint-features`: both), Pegasos multi-class SVM (iterates averaged by default);
+//!   "STC + SVM" codes the training set with the final online-STC dictionary and trains the SVM
+//!   afterwards; online MedSTC interleaves supervised coding (the hinge of the current online
+//!   SVM on the features, weight C), dictionary updates and one Pegasos step per training
+//!   document, and is scored on the test split (coded without labels) at checkpoints;
+//!   `--holdout f` replaces the test split by the last share f of the shuffled training set
+//!   (for choosing settings).
 //!
 //! Timing: seconds are wall-clock seconds of learning only (evaluation excluded), on however
 //! many threads rayon has.
@@ -44,7 +48,7 @@ use crate::ostc::coding::{
 use crate::ostc::dictionary::{
     init_dictionary, init_dictionary_from_docs, learning_rate, step, topic_term_counts, StepRule,
 };
-use crate::ostc::medstc::{features, Pegasos};
+use crate::ostc::medstc::{code_doc_supervised, count_features, features, joint_features, Pegasos};
 use crate::ostc::model::doc_block;
 use crate::params::TextParams;
 use crate::text::Tokenizer;
@@ -104,12 +108,13 @@ pub struct OstcEvalArgs {
     /// Perplexity / accuracy checkpoints every this many training documents.
     #[arg(long, default_value_t = 2048)]
     pub eval_every: usize,
-    /// Pegasos λ, hinge margin Δ and MedSTC's weight C of the hinge term in the θ-step.
+    /// Pegasos λ, hinge margin Δ and MedSTC's weight C of the hinge term in supervised coding
+    /// (C = 100 chosen on a held-out 15 % of the training split, see README).
     #[arg(long, default_value_t = 1e-4)]
     pub svm_lambda: f64,
     #[arg(long, default_value_t = 1.0)]
     pub margin: f64,
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 100.0)]
     pub medstc_c: f64,
     /// Epochs of the post-hoc SVM (STC + SVM, and the MedSTC refit).
     #[arg(long, default_value_t = 10)]
@@ -139,6 +144,28 @@ pub struct OstcEvalArgs {
     /// (topic j = class j mod 20, smoothed) and log the STC + SVM accuracy on that dictionary.
     #[arg(long)]
     pub oracle_init: bool,
+    /// Run only the MedSTC stage (and the bag-of-words reference): no online / batch /
+    /// collapsed perplexity runs, no STC + SVM (its rows are NaN in the report). MedSTC draws
+    /// from its own seeded generator, so its numbers equal those of a full run.
+    #[arg(long)]
+    pub only_medstc: bool,
+    /// Tuning: hold out this share of the (shuffled) training documents and use them as the
+    /// test set instead of the test split (0 = evaluate on the test split).
+    #[arg(long, default_value_t = 0.0)]
+    pub holdout: f64,
+    /// Average the Pegasos iterates of the post-hoc SVMs (STC + SVM, MedSTC refit, bag of
+    /// words) over their last half of epochs, and MedSTC's online SVM over the second half of
+    /// its stream (`--svm-average false` = last iterates).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub svm_average: bool,
+    /// Tuning: also log (not report) the MedSTC refit accuracy with these Pegasos λ values
+    /// (comma-separated), on the same final codes.
+    #[arg(long, value_delimiter = ',')]
+    pub refit_lambdas: Vec<f64>,
+    /// Classify on the joint codes [ln(1 + z)/‖·‖₂ ; θ/‖θ‖₂] (dimension 2K; overrides
+    /// `--theta-features`); MedSTC's hinge then acts on both halves (word codes and θ-step).
+    #[arg(long)]
+    pub joint_features: bool,
 }
 
 #[derive(Debug, Error)]
@@ -372,7 +399,8 @@ fn perplexity_norm(perp: &[(Doc, Doc)], beta: &Array2<f32>, eps: f64) -> f64 {
     (nll / n.max(1.0)).exp()
 }
 
-/// A checkpoint of a learner with dictionary `beta` (both perplexities measured now).
+/// A checkpoint of a learner with dictionary `beta` (both perplexities measured now; NaN
+/// without a perplexity set).
 fn checkpoint(
     data: &Data,
     beta: &Array2<f32>,
@@ -381,11 +409,19 @@ fn checkpoint(
     (docs_seen, seconds): (usize, f64),
     accuracy: Option<f64>,
 ) -> Checkpoint {
+    let (perplexity, perplexity_norm) = if data.perp.is_empty() {
+        (f64::NAN, f64::NAN)
+    } else {
+        (
+            perplexity(&data.perp, beta, p, collapsed).0,
+            perplexity_norm(&data.perp, beta, p.eps),
+        )
+    };
     Checkpoint {
         docs_seen,
         seconds,
-        perplexity: perplexity(&data.perp, beta, p, collapsed).0,
-        perplexity_norm: perplexity_norm(&data.perp, beta, p.eps),
+        perplexity,
+        perplexity_norm,
         accuracy,
     }
 }
@@ -515,21 +551,55 @@ fn init_stats(beta0: &Array2<f32>, data: &Data) -> Array2<f64> {
     beta0.mapv(|v| v as f64 * t0)
 }
 
-/// Classifier features of a document: its topic counts (see [`DocCode::topic_counts`]) or θ.
-fn doc_features(d: &Doc, beta: &Array2<f32>, p: &CodeParams, theta: bool) -> Vec<f64> {
+/// Which codes the classifiers read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Feats {
+    /// ln(1 + z)/‖·‖₂ of the topic counts z ([`DocCode::topic_counts`]).
+    Counts,
+    /// θ/‖θ‖₂.
+    Theta,
+    /// Both, concatenated (2K).
+    Joint,
+}
+
+impl Feats {
+    fn of(args: &OstcEvalArgs) -> Feats {
+        if args.joint_features {
+            Feats::Joint
+        } else if args.theta_features {
+            Feats::Theta
+        } else {
+            Feats::Counts
+        }
+    }
+    fn dim(self, k: usize) -> usize {
+        if self == Feats::Joint {
+            2 * k
+        } else {
+            k
+        }
+    }
+    /// The features of a document's codes (`b` its block under the dictionary coded with).
+    fn get(self, c: &DocCode, b: &crate::ostc::coding::DocBlock) -> Vec<f64> {
+        match self {
+            Feats::Counts => log_features(&c.topic_counts(b)),
+            Feats::Theta => features(&c.theta),
+            Feats::Joint => joint_features(&c.topic_counts(b), &c.theta),
+        }
+    }
+}
+
+/// Classifier features of a document coded without its label ([`code_doc`]).
+fn doc_features(d: &Doc, beta: &Array2<f32>, p: &CodeParams, f: Feats) -> Vec<f64> {
     let b = doc_block(d, beta);
     let c = code_doc(&b, p);
-    if theta {
-        features(&c.theta)
-    } else {
-        log_features(&c.topic_counts(&b))
-    }
+    f.get(&c, &b)
 }
 
 /// ln(1 + z), ℓ2-normalised: keeps a background topic holding most counts from drowning the
 /// rest.
 fn log_features(z: &[f64]) -> Vec<f64> {
-    features(&z.iter().map(|v| v.ln_1p()).collect::<Vec<f64>>())
+    count_features(z)
 }
 
 /// Per-dimension standardisation (x − mean) / sd learned on training features.
@@ -583,14 +653,12 @@ fn accuracy(
     beta: &Array2<f32>,
     p: &CodeParams,
     clf: &(Pegasos, Standardise),
-    theta_features: bool,
+    f: Feats,
 ) -> f64 {
     let (svm, st) = clf;
     let ok: usize = test
         .par_iter()
-        .map(|(d, y)| {
-            usize::from(svm.predict(&st.apply(&doc_features(d, beta, p, theta_features))) == *y)
-        })
+        .map(|(d, y)| usize::from(svm.predict(&st.apply(&doc_features(d, beta, p, f))) == *y))
         .sum();
     ok as f64 / test.len().max(1) as f64
 }
@@ -607,11 +675,23 @@ fn fit_svm(
     let zs: Vec<Vec<f64>> = feats.iter().map(|f| st.apply(&f.0)).collect();
     let mut svm = Pegasos::new(classes, dim, args.svm_lambda, args.margin);
     let mut order: Vec<usize> = (0..feats.len()).collect();
-    for _ in 0..args.svm_epochs {
+    let avg_from = args.svm_epochs / 2;
+    let mut avg = vec![0.0; svm.w.len()];
+    let mut n_avg = 0.0;
+    for e in 0..args.svm_epochs {
         order.shuffle(rng);
         for &i in &order {
             svm.update(&zs[i], feats[i].1);
+            if args.svm_average && e >= avg_from {
+                n_avg += 1.0;
+                avg.iter_mut()
+                    .zip(&svm.w)
+                    .for_each(|(a, w)| *a += (w - *a) / n_avg);
+            }
         }
+    }
+    if args.svm_average && n_avg > 0.0 {
+        svm.w = avg;
     }
     (svm, st)
 }
@@ -665,6 +745,138 @@ fn run_online(
     (beta, cps)
 }
 
+/// Online MedSTC: one pass per `--passes` over the training documents (reshuffled each pass)
+/// in mini-batches of `--batch-size`; each training document is coded with its label
+/// ([`code_doc_supervised`]: the hinge of the current online SVM acts on the word codes through
+/// the topic-count features; with `--theta-features`, [`Pegasos::supervise_theta`] acts on θ),
+/// the online SVM takes one Pegasos step per document on those codes' features, and the
+/// dictionary takes one step per mini-batch. Test documents are coded without labels. Returns
+/// the checkpoints (test accuracy of the online SVM, perplexity), the final online-SVM accuracy
+/// and the accuracy of an SVM refit on the label-free codes of the training documents under
+/// the final dictionary. Uses its own generator (seed ^ 0x3ED5) so that its numbers do not
+/// depend on which other stages ran.
+fn run_medstc(
+    data: &Data,
+    args: &OstcEvalArgs,
+    p: &CodeParams,
+    beta0: &Array2<f32>,
+    classes: usize,
+) -> (Vec<Checkpoint>, Option<f64>, Option<f64>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0x3ED5);
+    let p = *p;
+    let mut beta = beta0.clone();
+    let mut stats = init_stats(beta0, data);
+    let fk = Feats::of(args);
+    let mut svm = Pegasos::new(classes, fk.dim(args.k), args.svm_lambda, args.margin);
+    let mut cps = Vec::new();
+    let (mut secs, mut seen, mut t, mut next) = (0.0, 0usize, 0u64, args.eval_every);
+    let total = data.train.len() * args.passes as usize;
+    // --svm-average: the online SVM predicts with the mean of its iterates over the second
+    // half of the training stream (before that, with the current iterate)
+    let seen_avg_from = total / 2;
+    let mut avg = vec![0.0; svm.w.len()];
+    let mut n_avg = 0.0;
+    for _ in 0..args.passes {
+        let mut order: Vec<usize> = (0..data.train.len()).collect();
+        order.shuffle(&mut rng);
+        for chunk in order.chunks(args.batch_size) {
+            let t0 = Instant::now();
+            let docs: Vec<&Doc> = chunk.iter().map(|&i| &data.train[i].0).collect();
+            let (codes, feats): (Vec<DocCode>, Vec<Vec<f64>>) = chunk
+                .par_iter()
+                .map(|&i| {
+                    let (d, y) = &data.train[i];
+                    let blk = doc_block(d, &beta);
+                    if fk == Feats::Theta {
+                        let denom = p.lambda() + p.gamma * d.len() as f64;
+                        let c = code_doc_with(&blk, &p, |theta, _s| {
+                            svm.supervise_theta(theta, *y, args.medstc_c, denom)
+                        });
+                        let f = fk.get(&c, &blk);
+                        (c, f)
+                    } else {
+                        let joint = fk == Feats::Joint;
+                        let c = code_doc_supervised(&blk, &p, &svm, *y, args.medstc_c, joint);
+                        let f = fk.get(&c, &blk);
+                        (c, f)
+                    }
+                })
+                .unzip();
+            for (f, &i) in feats.iter().zip(chunk) {
+                svm.update(f, data.train[i].1);
+                if args.svm_average && seen_avg_from <= seen {
+                    n_avg += 1.0;
+                    avg.iter_mut()
+                        .zip(&svm.w)
+                        .for_each(|(a, w)| *a += (w - *a) / n_avg);
+                }
+            }
+            let rate = learning_rate(t, args.tau0, args.tau);
+            let scale = data.train.len() as f64 / docs.len() as f64;
+            beta = learn_step(args, &mut stats, &beta, (&docs, &codes), (rate, scale));
+            t += 1;
+            secs += t0.elapsed().as_secs_f64();
+            seen += chunk.len();
+            if seen >= next || seen == total {
+                next += args.eval_every;
+                let mut clf = svm.clone();
+                if n_avg > 0.0 {
+                    clf.w = avg.clone();
+                }
+                let acc = accuracy(
+                    &data.test,
+                    &beta,
+                    &p,
+                    &(clf, Standardise::identity(fk.dim(args.k))),
+                    Feats::of(args),
+                );
+                cps.push(checkpoint(data, &beta, &p, false, (seen, secs), Some(acc)));
+                tracing::info!(seen, secs, acc, "medstc checkpoint");
+            }
+        }
+    }
+    let acc = cps.last().and_then(|c| c.accuracy);
+    let feats: Vec<(Vec<f64>, usize)> = data
+        .train
+        .par_iter()
+        .map(|(d, y)| (doc_features(d, &beta, &p, Feats::of(args)), *y))
+        .collect();
+    let refit = fit_svm(&feats, args, classes, &mut rng);
+    let acc_refit = accuracy(&data.test, &beta, &p, &refit, Feats::of(args));
+    tracing::info!(acc, acc_refit, "medstc final");
+    for &svm_lambda in &args.refit_lambdas {
+        let a2 = OstcEvalArgs {
+            svm_lambda,
+            ..args.clone()
+        };
+        let mut r2 = ChaCha8Rng::seed_from_u64(args.seed ^ 0x3ED6);
+        let clf = fit_svm(&feats, &a2, classes, &mut r2);
+        let acc = accuracy(&data.test, &beta, &p, &clf, Feats::of(args));
+        tracing::info!(svm_lambda, acc, "medstc refit (tuning)");
+    }
+    (cps, acc, Some(acc_refit))
+}
+
+/// Sanity reference for the classifier (not a topic model): the same Pegasos SVM on
+/// ℓ2-normalised term counts (term ids folded into 4096 dimensions).
+fn bow_accuracy(data: &Data, args: &OstcEvalArgs, classes: usize, rng: &mut ChaCha8Rng) -> f64 {
+    let bow = |d: &Doc| {
+        let mut x = vec![0.0; 4096];
+        for &(id, c) in d {
+            x[id as usize % 4096] += c as f64;
+        }
+        features(&x)
+    };
+    let bow_train: Vec<(Vec<f64>, usize)> = data.train.iter().map(|(d, y)| (bow(d), *y)).collect();
+    let bow_svm = fit_svm(&bow_train, args, classes, rng);
+    let ok = data
+        .test
+        .iter()
+        .filter(|(d, y)| bow_svm.0.predict(&bow_svm.1.apply(&bow(d))) == *y)
+        .count();
+    ok as f64 / data.test.len().max(1) as f64
+}
+
 /// Run the OSTC evaluation; writes report.md, results.json and SVG plots into `--out`.
 pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalError> {
     let t_all = Instant::now();
@@ -678,7 +890,13 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
         source,
     })?;
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
-    let data = load(args, &mut rng)?;
+    let mut data = load(args, &mut rng)?;
+    if args.holdout > 0.0 {
+        // tuning mode: the last share of the shuffled training documents becomes the test set
+        let n = data.train.len();
+        let h = ((n as f64 * args.holdout.min(0.9)) as usize).max(1);
+        data.test = data.train.split_off(n - h);
+    }
     let classes = 20;
     let p = CodeParams {
         rho: args.rho,
@@ -719,10 +937,10 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
         let feats: Vec<(Vec<f64>, usize)> = data
             .train
             .par_iter()
-            .map(|(d, y)| (doc_features(d, &beta0, &p, args.theta_features), *y))
+            .map(|(d, y)| (doc_features(d, &beta0, &p, Feats::of(args)), *y))
             .collect();
         let svm = fit_svm(&feats, args, classes, &mut rng);
-        let acc = accuracy(&data.test, &beta0, &p, &svm, args.theta_features);
+        let acc = accuracy(&data.test, &beta0, &p, &svm, Feats::of(args));
         tracing::info!(acc, "oracle dictionary: STC + SVM");
     }
     tracing::info!(
@@ -731,6 +949,38 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
         test = data.test.len(),
         "ostc eval data"
     );
+    if args.only_medstc {
+        let (medstc, accuracy_medstc, accuracy_medstc_refit) =
+            run_medstc(&data, args, &p, &beta0, classes);
+        let accuracy_bow_svm = bow_accuracy(&data, args, classes, &mut rng);
+        tracing::info!(accuracy_bow_svm, "bag-of-words SVM");
+        let summary = OstcEvalSummary {
+            args: args.clone(),
+            vocabulary: data.vocab,
+            train_docs: data.train.len(),
+            test_docs: data.test.len(),
+            perp_docs: data.perp.len(),
+            online: Vec::new(),
+            batch: Vec::new(),
+            collapsed: Vec::new(),
+            medstc,
+            online_seconds_to_batch_perplexity: None,
+            online_seconds_to_batch_perplexity_norm: None,
+            batch_seconds_to_online_perplexity_norm: None,
+            flattened_perplexity: (f64::NAN, f64::NAN),
+            sparsity_online: f64::NAN,
+            sparsity_batch: f64::NAN,
+            sparsity_collapsed: None,
+            sparsity_dense: f64::NAN,
+            accuracy_stc_svm: f64::NAN,
+            accuracy_bow_svm,
+            accuracy_medstc,
+            accuracy_medstc_refit,
+            seconds_total: t_all.elapsed().as_secs_f64(),
+        };
+        write_outputs(&args.out, &summary)?;
+        return Ok(summary);
+    }
 
     // Online STC.
     let (beta_online, online) = run_online(&data, args, &p, false, &beta0, &mut rng);
@@ -805,111 +1055,20 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
     let feats: Vec<(Vec<f64>, usize)> = data
         .train
         .par_iter()
-        .map(|(d, y)| (doc_features(d, &beta_online, &p, args.theta_features), *y))
+        .map(|(d, y)| (doc_features(d, &beta_online, &p, Feats::of(args)), *y))
         .collect();
     let svm = fit_svm(&feats, args, classes, &mut rng);
-    let accuracy_stc_svm = accuracy(&data.test, &beta_online, &p, &svm, args.theta_features);
+    let accuracy_stc_svm = accuracy(&data.test, &beta_online, &p, &svm, Feats::of(args));
     tracing::info!(accuracy_stc_svm, "STC + SVM");
 
-    // Sanity reference for the classifier: the same Pegasos SVM on ℓ2-normalised term counts
-    // (term ids folded into 4096 dimensions).
-    let bow = |d: &Doc| {
-        let mut x = vec![0.0; 4096];
-        for &(id, c) in d {
-            x[id as usize % 4096] += c as f64;
-        }
-        features(&x)
-    };
-    let bow_train: Vec<(Vec<f64>, usize)> = data.train.iter().map(|(d, y)| (bow(d), *y)).collect();
-    let bow_svm = fit_svm(&bow_train, args, classes, &mut rng);
-    let ok = data
-        .test
-        .iter()
-        .filter(|(d, y)| bow_svm.0.predict(&bow_svm.1.apply(&bow(d))) == *y)
-        .count();
-    let accuracy_bow_svm = ok as f64 / data.test.len().max(1) as f64;
+    let accuracy_bow_svm = bow_accuracy(&data, args, classes, &mut rng);
     tracing::info!(accuracy_bow_svm, "bag-of-words SVM");
 
     // Online MedSTC.
     let (medstc, accuracy_medstc, accuracy_medstc_refit) = if args.no_medstc {
         (Vec::new(), None, None)
     } else {
-        let mut beta = beta0.clone();
-        let mut svm = Pegasos::new(classes, args.k, args.svm_lambda, args.margin);
-        let mut feats: Vec<Vec<f64>> = Vec::new();
-        let mut cps = Vec::new();
-        let (mut secs, mut seen, mut t, mut next) = (0.0, 0usize, 0u64, args.eval_every);
-        for _ in 0..args.passes {
-            let mut order: Vec<usize> = (0..data.train.len()).collect();
-            order.shuffle(&mut rng);
-            for chunk in order.chunks(args.batch_size) {
-                let t0 = Instant::now();
-                let docs: Vec<&Doc> = chunk.iter().map(|&i| &data.train[i].0).collect();
-                let codes: Vec<DocCode> = chunk
-                    .par_iter()
-                    .map(|&i| {
-                        let (d, y) = &data.train[i];
-                        let blk = doc_block(d, &beta);
-                        let denom = p.lambda() + p.gamma * d.len() as f64;
-                        let c = code_doc_with(&blk, &p, |theta, _s| {
-                            if args.theta_features {
-                                svm.supervise_theta(theta, *y, args.medstc_c, denom)
-                            }
-                        });
-                        let f = if args.theta_features {
-                            features(&c.theta)
-                        } else {
-                            log_features(&c.topic_counts(&blk))
-                        };
-                        (c, f)
-                    })
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .map(|(c, f)| {
-                        feats.push(f);
-                        c
-                    })
-                    .collect();
-                for (j, &i) in chunk.iter().enumerate() {
-                    svm.update(&feats[j], data.train[i].1);
-                }
-                feats.clear();
-                beta = gradient_step(
-                    &beta,
-                    &docs,
-                    &codes,
-                    learning_rate(t, args.tau0, args.tau),
-                    (args.step, args.em_smooth),
-                );
-                t += 1;
-                secs += t0.elapsed().as_secs_f64();
-                seen += chunk.len();
-                if seen >= next || seen == data.train.len() * args.passes as usize {
-                    next += args.eval_every;
-                    let acc = accuracy(
-                        &data.test,
-                        &beta,
-                        &p,
-                        &(svm.clone(), Standardise::identity(args.k)),
-                        args.theta_features,
-                    );
-                    cps.push(checkpoint(&data, &beta, &p, false, (seen, secs), Some(acc)));
-                    tracing::info!(seen, secs, acc, "medstc checkpoint");
-                }
-            }
-        }
-        let acc = cps.last().and_then(|c| c.accuracy);
-        let feats: Vec<(Vec<f64>, usize)> = data
-            .train
-            .par_iter()
-            .map(|(d, y)| (doc_features(d, &beta, &p, args.theta_features), *y))
-            .collect();
-        let refit = fit_svm(&feats, args, classes, &mut rng);
-        (
-            cps,
-            acc,
-            Some(accuracy(&data.test, &beta, &p, &refit, args.theta_features)),
-        )
+        run_medstc(&data, args, &p, &beta0, classes)
     };
 
     let summary = OstcEvalSummary {
