@@ -53,6 +53,10 @@ fn eval_ostc_online_em_reaches_batch_normalised_perplexity_with_fewer_documents(
             assert!(v.is_finite() && v > 1.0, "{key} = {v}");
         }
     }
+    for key in ["accuracy_stc_svm", "accuracy_batch_stc_svm"] {
+        let a = num(&r, key);
+        assert!(a > 0.1 && a <= 1.0, "{key} = {a} (20 classes: chance is 0.05)");
+    }
     // learning lowers the normalised perplexity of the online dictionary
     let first = num(&online[0], "perplexity_norm");
     let last = num(online.last().unwrap(), "perplexity_norm");
