@@ -2,7 +2,7 @@
 //! the 10 % / 90 % quantiles of the scores (the model's score rule, default `completion`) of
 //! each batch before learning from it, and the documents the default adaptive threshold flags.
 //!
-//!     cargo run --release --example bench_ostc -- [batch size = 1000] [batches = 8] [k = 60] [tau0] [gamma] [rho] [collapsed 0|1] [score rule]
+//!     cargo run --release --example bench_ostc -- [batch size = 1000] [batches = 8] [k = 60] [tau0] [gamma] [rho] [collapsed 0|1] [score rule] [step rule]
 use std::path::Path;
 
 use novad::ostc::{OstcModel, OstcParams};
@@ -23,13 +23,20 @@ fn main() {
         score: a.get(7).map_or(d.score, |s| {
             serde_json::from_value(serde_json::Value::String(s.clone())).unwrap()
         }),
+        step_rule: a.get(8).map_or(d.step_rule, |s| {
+            serde_json::from_value(serde_json::Value::String(s.clone())).unwrap()
+        }),
         ..d
     };
     let mut posts =
         novad::corpus::read_20news(Path::new("../shared/data/20news-bydate.tar.gz")).unwrap();
     posts.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(0));
     let mut m = OstcModel::new(p).unwrap();
-    println!("score rule: {:?}", m.params().score);
+    println!(
+        "score rule: {:?}, step rule: {:?}",
+        m.params().score,
+        m.params().step_rule
+    );
     println!(
         "timestep  docs  vocab  mean_score  q10_score  q90_score  novel  topics  s_code  s_update  s_total"
     );

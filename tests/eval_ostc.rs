@@ -15,7 +15,7 @@ fn num(v: &serde_json::Value, key: &str) -> f64 {
 }
 
 #[test]
-fn eval_ostc_online_em_reaches_batch_normalised_perplexity_with_fewer_documents() {
+fn eval_ostc_online_stats_em_reaches_batch_normalised_perplexity_with_fewer_documents() {
     let out = tempfile::tempdir().unwrap();
     let st = Command::new(env!("CARGO_BIN_EXE_novad"))
         .args(["eval-ostc", "--corpus"])
@@ -35,7 +35,8 @@ fn eval_ostc_online_em_reaches_batch_normalised_perplexity_with_fewer_documents(
             "512",
             "--no-collapsed",
             "--no-medstc",
-            "--stats-em",
+            "--step",
+            "stats",
         ])
         .status()
         .unwrap();
@@ -55,7 +56,10 @@ fn eval_ostc_online_em_reaches_batch_normalised_perplexity_with_fewer_documents(
     }
     for key in ["accuracy_stc_svm", "accuracy_batch_stc_svm"] {
         let a = num(&r, key);
-        assert!(a > 0.1 && a <= 1.0, "{key} = {a} (20 classes: chance is 0.05)");
+        assert!(
+            a > 0.1 && a <= 1.0,
+            "{key} = {a} (20 classes: chance is 0.05)"
+        );
     }
     // learning lowers the normalised perplexity of the online dictionary
     let first = num(&online[0], "perplexity_norm");

@@ -397,6 +397,69 @@ fn em_step_moves_topics_to_normalised_expected_counts() {
     assert!((c[&1][0] - 3.0).abs() < 1e-6 && c[&1][1] == 0.0);
 }
 
+/// Online EM on statistics: two mini-batches of m documents, ρ = 1 then 1/2, leave each topic
+/// at the normalised *sum* of both batches' counts (the batch M-step over their union), with
+/// the floor σ/N on top, and the mass at the average tokens per document; the other EM rule
+/// has no such fixed point. Also: entries ≥ σ/N, topics on the simplex.
+#[test]
+fn stats_step_is_the_m_step_over_everything_seen() {
+    use ndarray::Array2;
+    use novad::ostc::dictionary::update_stats;
+    let n = 5usize;
+    let beta = Array2::from_elem((n, 2), 0.2f32);
+    let mut a: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    a.insert(0, vec![6.0, 1.0]);
+    a.insert(3, vec![2.0, 0.0]);
+    let mut b: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    b.insert(1, vec![4.0, 0.0]);
+    b.insert(3, vec![4.0, 3.0]);
+    for smooth in [0.0, 0.3] {
+        let mut mass = vec![1.0, 1.0];
+        let m = 4;
+        let b1 = update_stats(&beta, &a, &mut mass, 1.0, m, smooth);
+        let b2 = update_stats(&b1, &b, &mut mass, 0.5, m, smooth);
+        for j in 0..2 {
+            let tot: f64 = a.values().chain(b.values()).map(|r| r[j]).sum();
+            assert!((mass[j] - tot / (2.0 * m as f64)).abs() < 1e-9, "mass {j}");
+            for i in 0..n as u32 {
+                let c = a.get(&i).map_or(0.0, |r| r[j]) + b.get(&i).map_or(0.0, |r| r[j]);
+                let want = (1.0 - smooth) * c / tot + smooth / n as f64;
+                let got = b2[[i as usize, j]] as f64;
+                assert!(
+                    (got - want).abs() < 1e-5,
+                    "σ {smooth} term {i} topic {j}: {got} vs {want}"
+                );
+                assert!(got >= smooth / n as f64 - 1e-6);
+            }
+            let s: f64 = b2.column(j).iter().map(|&v| v as f64).sum();
+            assert!((s - 1.0).abs() < 1e-5);
+        }
+    }
+    // ρ = 0 leaves β (and the mass) alone
+    let mut mass = vec![2.0, 3.0];
+    let same = update_stats(&beta, &a, &mut mass, 0.0, 4, 0.0);
+    assert_eq!(mass, vec![2.0, 3.0]);
+    assert!(same
+        .iter()
+        .zip(beta.iter())
+        .all(|(x, y)| (x - y).abs() < 1e-7));
+}
+
+/// The `stats` rule learns the planted topics through the daemon's model as well.
+#[test]
+fn planted_topics_are_recovered_by_the_stats_step() {
+    let p = OstcParams {
+        seed: 5,
+        k: 4,
+        batch_size: 16,
+        passes: 3,
+        bootstrap_passes: 10,
+        step_rule: novad::ostc::dictionary::StepRule::Stats,
+        ..OstcParams::default()
+    };
+    assert_planted_recovered(p, 11, 0.5);
+}
+
 #[test]
 fn documents_of_an_unseen_topic_score_higher_and_are_novel() {
     let mut rng = ChaCha8Rng::seed_from_u64(2);
@@ -524,6 +587,56 @@ fn state_round_trips_and_corruption_is_refused() {
     q.rho = -1.0;
     let e = OstcModel::new(q).unwrap_err().to_string();
     assert!(e.contains("ostc.rho"), "{e}");
+}
+
+/// The `stats` rule's per-topic mass is state: it round-trips, the resumed model continues
+/// byte-identically, a store without the part (written before it existed) loads with it
+/// empty, and a mass of the wrong length or a negative one is refused.
+#[test]
+fn stats_mass_round_trips_and_is_checked() {
+    let mut rng = ChaCha8Rng::seed_from_u64(19);
+    let texts = planted(&mut rng, &[0, 1, 2], 120);
+    let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
+    let p = OstcParams {
+        step_rule: novad::ostc::dictionary::StepRule::Stats,
+        ..small_params(5, 3)
+    };
+    let (m, _) = OstcModel::new(p.clone())
+        .unwrap()
+        .step(&refs[..60])
+        .unwrap();
+    let parts = parts_map(&m);
+    let mass: Vec<f64> = postcard::from_bytes(&parts["mass"]).unwrap();
+    assert_eq!(mass.len(), 3);
+    assert!(mass.iter().all(|v| v.is_finite() && *v > 0.0), "{mass:?}");
+    let back = OstcModel::from_state_parts(p.clone(), &parts).unwrap();
+    let (a, oa) = m.step(&refs[60..]).unwrap();
+    let (b, ob) = back.step(&refs[60..]).unwrap();
+    assert_eq!(oa.verdicts, ob.verdicts);
+    assert_eq!(parts_map(&a), parts_map(&b));
+    assert_ne!(parts_map(&a)["mass"], parts["mass"]);
+    // an `em` store written before the part existed
+    let q = small_params(5, 3);
+    let (old, _) = OstcModel::new(q.clone())
+        .unwrap()
+        .step(&refs[..60])
+        .unwrap();
+    let mut old_parts = parts_map(&old);
+    assert_eq!(
+        old_parts["mass"],
+        postcard::to_allocvec(&Vec::<f64>::new()).unwrap()
+    );
+    old_parts.remove("mass");
+    let loaded = OstcModel::from_state_parts(q, &old_parts).unwrap();
+    assert_eq!(parts_map(&loaded)["beta"], old_parts["beta"]);
+    for bad_mass in [vec![1.0, 2.0], vec![1.0, -1.0, 1.0]] {
+        let mut bad = parts.clone();
+        bad.insert("mass".into(), postcard::to_allocvec(&bad_mass).unwrap());
+        let e = OstcModel::from_state_parts(p.clone(), &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mass"), "{e}");
+    }
 }
 
 #[test]

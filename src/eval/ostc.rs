@@ -8,7 +8,7 @@
 //!   frequency ≥ `--min-df`; documents as raw (term, count) pairs;
 //! - training documents shuffled once; online learners read them in that order in mini-batches
 //!   of `--batch-size`; batch STC does full passes (code all, one dictionary step); both step
-//!   by `--step` or, with `--stats-em`, by online EM on sufficient statistics;
+//!   by `--step` (`stats`: online EM on sufficient statistics);
 //! - perplexity set: `--perp-docs` test documents, each document's tokens shuffled and split in
 //!   halves; codes inferred from half 1, then for each term n of half 2 the Poisson mean
 //!   ν_n = θᵀβ_{·n} + ε (word code set to its Gaussian mean θ) and
@@ -46,7 +46,7 @@ use crate::ostc::coding::{
     code_doc, code_doc_collapsed, code_doc_with, fold_in, poisson_nll, CodeParams, DocCode,
 };
 use crate::ostc::dictionary::{
-    init_dictionary, init_dictionary_from_docs, learning_rate, step, topic_term_counts, StepRule,
+    init_dictionary, init_dictionary_from_docs, learning_rate, step, StepRule,
 };
 use crate::ostc::medstc::{code_doc_supervised, count_features, features, joint_features, Pegasos};
 use crate::ostc::model::doc_block;
@@ -136,10 +136,6 @@ pub struct OstcEvalArgs {
     pub no_collapsed: bool,
     #[arg(long)]
     pub no_medstc: bool,
-    /// Learn β (online and batch) by online EM on sufficient statistics (`stats_step`)
-    /// instead of the per-topic convex steps of `--step em`.
-    #[arg(long)]
-    pub stats_em: bool,
     /// Diagnostic: start from the class-conditional term distributions of the training labels
     /// (topic j = class j mod 20, smoothed) and log the STC + SVM accuracy on that dictionary.
     #[arg(long)]
@@ -484,76 +480,18 @@ fn with_parts<R>(
     f(&parts)
 }
 
-fn gradient_step(
-    beta: &Array2<f32>,
-    docs: &[&Doc],
-    codes: &[DocCode],
-    alpha: f64,
-    (rule, smooth): (StepRule, f64),
-) -> Array2<f32> {
-    with_parts(docs, codes, |parts| step(beta, parts, alpha, rule, smooth))
-}
-
-/// One step of online EM on sufficient statistics (Cappé & Moulines 2009; the SVI form of
-/// Hoffman et al. 2010): S ← (1 − ρ) S + ρ · scale · c, with c the mini-batch's expected
-/// topic-term counts under `beta` ([`topic_term_counts`]) and scale = D / M, so S estimates the
-/// whole training set's counts; with M = D and ρ = 1 it is the batch M-step.
-fn stats_step(
-    stats: &mut Array2<f64>,
-    beta: &Array2<f32>,
-    docs: &[&Doc],
-    codes: &[DocCode],
-    rho: f64,
-    scale: f64,
-) {
-    let c = with_parts(docs, codes, |parts| topic_term_counts(parts, beta));
-    let rho = rho.clamp(0.0, 1.0);
-    stats.mapv_inplace(|v| v * (1.0 - rho));
-    for (&id, row) in &c {
-        for (j, v) in row.iter().enumerate() {
-            stats[[id as usize, j]] += rho * scale * v;
-        }
-    }
-}
-
-/// One dictionary step of the unsupervised learners at rate α (ρ): `--stats-em` updates the
-/// statistics with scale D/M = `scale` and reads β from them, otherwise `--step` moves β.
+/// One dictionary step of a learner at rate α: `--step` with σ = `--em-smooth`; `mass` is the
+/// learner's per-topic mass (used by `--step stats`).
 fn learn_step(
     args: &OstcEvalArgs,
-    stats: &mut Array2<f64>,
+    mass: &mut Vec<f64>,
     beta: &Array2<f32>,
     (docs, codes): (&[&Doc], &[DocCode]),
-    (rate, scale): (f64, f64),
+    rate: f64,
 ) -> Array2<f32> {
-    if args.stats_em {
-        stats_step(stats, beta, docs, codes, rate, scale);
-        beta_from_stats(stats, args.em_smooth)
-    } else {
-        gradient_step(beta, docs, codes, rate, (args.step, args.em_smooth))
-    }
-}
-
-/// The dictionary of statistics S: β_k = (1 − σ) S_k / Σ_n S_kn + σ / N, on the simplex (a
-/// topic with no mass is uniform).
-fn beta_from_stats(stats: &Array2<f64>, smooth: f64) -> Array2<f32> {
-    let n = stats.nrows() as f64;
-    let mut out = Array2::<f32>::zeros(stats.dim());
-    for j in 0..stats.ncols() {
-        let t: f64 = stats.column(j).sum();
-        for i in 0..stats.nrows() {
-            let v = if t > 0.0 { stats[[i, j]] / t } else { 1.0 / n };
-            out[[i, j]] = ((1.0 - smooth) * v + smooth / n) as f32;
-        }
-    }
-    out
-}
-
-/// The starting statistics of `--stats-em`: β₀ with the mass of one K-th of the training
-/// tokens per topic (a prior worth one corpus in all, forgotten at the rate ρ_t).
-fn init_stats(beta0: &Array2<f32>, data: &Data) -> Array2<f64> {
-    let total: f64 = data.tf.iter().sum();
-    let t0 = total / beta0.ncols().max(1) as f64;
-    beta0.mapv(|v| v as f64 * t0)
+    with_parts(docs, codes, |parts| {
+        step(beta, parts, rate, (args.step, args.em_smooth), mass)
+    })
 }
 
 /// Which codes the classifiers read.
@@ -730,7 +668,7 @@ fn run_online(
     rng: &mut ChaCha8Rng,
 ) -> (Array2<f32>, Vec<Checkpoint>) {
     let mut beta = beta0.clone();
-    let mut stats = init_stats(beta0, data);
+    let mut mass = Vec::new();
     let mut cps = vec![checkpoint(data, &beta, p, collapsed, (0, 0.0), None)];
     let (mut secs, mut seen, mut t, mut next) = (0.0, 0usize, 0u64, args.eval_every);
     for _ in 0..args.passes {
@@ -744,8 +682,7 @@ fn run_online(
                 .map(|d| code(d, &beta, p, collapsed))
                 .collect();
             let rate = learning_rate(t, args.tau0, args.tau);
-            let scale = data.train.len() as f64 / docs.len() as f64;
-            beta = learn_step(args, &mut stats, &beta, (&docs, &codes), (rate, scale));
+            beta = learn_step(args, &mut mass, &beta, (&docs, &codes), rate);
             t += 1;
             secs += t0.elapsed().as_secs_f64();
             seen += chunk.len();
@@ -789,7 +726,7 @@ fn run_medstc(
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0x3ED5);
     let p = *p;
     let mut beta = beta0.clone();
-    let mut stats = init_stats(beta0, data);
+    let mut mass = Vec::new();
     let fk = Feats::of(args);
     let mut svm = Pegasos::new(classes, fk.dim(args.k), args.svm_lambda, args.margin);
     let mut cps = Vec::new();
@@ -836,8 +773,7 @@ fn run_medstc(
                 }
             }
             let rate = learning_rate(t, args.tau0, args.tau);
-            let scale = data.train.len() as f64 / docs.len() as f64;
-            beta = learn_step(args, &mut stats, &beta, (&docs, &codes), (rate, scale));
+            beta = learn_step(args, &mut mass, &beta, (&docs, &codes), rate);
             t += 1;
             secs += t0.elapsed().as_secs_f64();
             seen += chunk.len();
@@ -1021,7 +957,7 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
     };
     // Batch STC: M = D.
     let mut beta = beta0.clone();
-    let mut bstats = init_stats(&beta0, &data);
+    let mut bmass = Vec::new();
     let mut batch = vec![online[0].clone()];
     let mut secs = 0.0;
     for it in 0..args.batch_iters {
@@ -1029,7 +965,7 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
         let docs: Vec<&Doc> = data.train.iter().map(|d| &d.0).collect();
         let codes: Vec<DocCode> = docs.par_iter().map(|d| code(d, &beta, &p, false)).collect();
         let rate = learning_rate(it as u64, args.batch_tau0, args.tau);
-        beta = learn_step(args, &mut bstats, &beta, (&docs, &codes), (rate, 1.0));
+        beta = learn_step(args, &mut bmass, &beta, (&docs, &codes), rate);
         secs += t0.elapsed().as_secs_f64();
         let seen = (it as usize + 1) * data.train.len();
         batch.push(checkpoint(&data, &beta, &p, false, (seen, secs), None));
@@ -1389,93 +1325,6 @@ fn chart(
 mod tests {
     use super::*;
     use rand::Rng;
-
-    fn random_beta(n: usize, k: usize, rng: &mut ChaCha8Rng) -> Array2<f32> {
-        let mut b = Array2::<f32>::zeros((n, k));
-        for j in 0..k {
-            let col: Vec<f64> = (0..n).map(|_| rng.random_range(0.1..1.0)).collect();
-            let s: f64 = col.iter().sum();
-            for (i, v) in col.iter().enumerate() {
-                b[[i, j]] = (v / s) as f32;
-            }
-        }
-        b
-    }
-
-    fn random_doc(n: u32, rng: &mut ChaCha8Rng) -> Doc {
-        let mut d = Doc::new();
-        for id in 0..n {
-            if rng.random_bool(0.6) {
-                d.push((id, rng.random_range(1..5)));
-            }
-        }
-        d
-    }
-
-    /// Two mini-batches of a two-batch "corpus" (scale D/M = 2, ρ = 1 then 1/2) leave exactly
-    /// the summed expected counts of both: online EM's statistics estimate the corpus's.
-    #[test]
-    fn stats_em_statistics_sum_the_batches_counts() {
-        let mut rng = ChaCha8Rng::seed_from_u64(7);
-        let (n, k) = (8usize, 3usize);
-        let beta = random_beta(n, k, &mut rng);
-        let p = CodeParams {
-            rho: 0.05,
-            gamma: 0.01,
-            eps: 1e-6,
-            sweeps: 10,
-            tol: 1e-6,
-        };
-        let a: Vec<Doc> = (0..3).map(|_| random_doc(n as u32, &mut rng)).collect();
-        let b: Vec<Doc> = (0..3).map(|_| random_doc(n as u32, &mut rng)).collect();
-        let mut stats = Array2::<f64>::from_elem((n, k), 5.0);
-        let mut expect = Array2::<f64>::zeros((n, k));
-        for (batch, rho) in [(&a, 1.0), (&b, 0.5)] {
-            let docs: Vec<&Doc> = batch.iter().collect();
-            let codes: Vec<DocCode> = docs.iter().map(|d| code(d, &beta, &p, false)).collect();
-            stats_step(&mut stats, &beta, &docs, &codes, rho, 2.0);
-            // independent count: c_kn = Σ_d w_dn s_dnk β_kn / ν_dn
-            for (d, c) in docs.iter().zip(&codes) {
-                for (pos, &(id, w)) in d.iter().enumerate() {
-                    for j in 0..k {
-                        expect[[id as usize, j]] +=
-                            w as f64 * c.s[pos * k + j] * beta[[id as usize, j]] as f64 / c.nu[pos];
-                    }
-                }
-            }
-        }
-        for (s, e) in stats.iter().zip(expect.iter()) {
-            assert!((s - e).abs() <= 1e-9 * e.abs().max(1.0), "{s} vs {e}");
-        }
-        assert!(expect.iter().any(|&v| v > 0.1));
-    }
-
-    #[test]
-    fn dictionary_of_statistics_is_smoothed_and_proportional() {
-        let mut rng = ChaCha8Rng::seed_from_u64(3);
-        let (n, k) = (10usize, 4usize);
-        let mut stats = Array2::<f64>::zeros((n, k));
-        for v in stats.iter_mut() {
-            *v = rng.random_range(0.0..3.0);
-        }
-        stats.column_mut(3).fill(0.0); // a topic with no mass: uniform
-        for smooth in [0.0, 0.3] {
-            let b = beta_from_stats(&stats, smooth);
-            for j in 0..k {
-                let s: f64 = b.column(j).iter().map(|&v| v as f64).sum();
-                assert!((s - 1.0).abs() < 1e-5, "topic {j} sums to {s}");
-                let t: f64 = stats.column(j).sum();
-                for i in 0..n {
-                    let want = if t > 0.0 {
-                        (1.0 - smooth) * stats[[i, j]] / t + smooth / n as f64
-                    } else {
-                        1.0 / n as f64
-                    };
-                    assert!((b[[i, j]] as f64 - want).abs() < 1e-6);
-                }
-            }
-        }
-    }
 
     /// Gibbs' inequality: with one topic, the normalised held-out perplexity is smallest when
     /// the topic is the held-out half's own term distribution p, where it equals exp(H(p));

@@ -215,6 +215,10 @@ pub enum StepRule {
     /// Stochastic EM (natural-gradient) step, see [`update_em`]: each topic moves towards the
     /// mini-batch's normalised expected topic-term counts, β_k ← (1 − a_k) β_k + a_k ĉ_k.
     Em,
+    /// Online EM on sufficient statistics, see [`update_stats`]: the model keeps each topic's
+    /// running mass (expected tokens per document), so a step weighs the mini-batch against
+    /// everything learnt so far, as batch EM weighs the whole corpus.
+    Stats,
 }
 
 /// Expected topic-term counts of a mini-batch: c_kn = Σ_d w_dn s_dnk β_kn / ν_dn (the share of
@@ -315,19 +319,111 @@ pub fn update_em(
     out
 }
 
+/// The online-EM step on sufficient statistics (Cappé & Moulines 2009; the stochastic
+/// variational form of Hoffman et al. 2010) for a mini-batch of `m` documents with expected
+/// topic-term counts `counts` (see [`topic_term_counts`]), in the units of one document:
+///
+/// S_k = T_k β̃_k ← (1 − ρ) S_k + ρ c_k / m,  β_k = (1 − σ) β̃_k + σ / N,
+///
+/// where β̃_k is topic k without its uniform floor σ/N (recovered from β, clamped at 0) and
+/// `mass` holds T_k = Σ_n S_kn (updated in place: T_k ← (1 − ρ) T_k + ρ C_k / m). So S
+/// estimates the expected topic-term counts of an average document, each mini-batch entering
+/// with weight ρ; with ρ = 1 and the whole corpus as one batch it is the batch M-step
+/// β̃_k ∝ c_k. Guarantees: every topic on the simplex, entries ≥ σ/N (up to f32 rounding),
+/// T_k ≥ 0 and finite. ρ is clamped to [0, 1], σ to [0, 1] (σ = 1: every topic uniform).
+/// `mass.len()` must be K.
+pub fn update_stats(
+    beta: &Array2<f32>,
+    counts: &BTreeMap<u32, Vec<f64>>,
+    mass: &mut [f64],
+    rho: f64,
+    m: usize,
+    smooth: f64,
+) -> Array2<f32> {
+    let (n, k) = beta.dim();
+    assert_eq!(mass.len(), k, "one mass per topic");
+    let rho = rho.clamp(0.0, 1.0);
+    let smooth = smooth.clamp(0.0, 1.0);
+    let floor = smooth / n.max(1) as f64;
+    let m = m.max(1) as f64;
+    let mut tot = vec![0.0f64; k];
+    for row in counts.values() {
+        for (t, &v) in tot.iter_mut().zip(row) {
+            *t += v;
+        }
+    }
+    // β̃ = (β − σ/N)/(1 − σ), clamped and renormalised per topic
+    let mut tilde = beta.mapv(|v| ((v as f64 - floor) / (1.0 - smooth).max(1e-12)).max(0.0));
+    for mut col in tilde.columns_mut() {
+        let s: f64 = col.sum();
+        if s > 0.0 && s.is_finite() {
+            col.mapv_inplace(|x| x / s);
+        } else if n > 0 {
+            col.fill(1.0 / n as f64);
+        }
+    }
+    let old: Vec<f64> = mass.iter().map(|&t| (1.0 - rho) * t.max(0.0)).collect();
+    for (j, t) in mass.iter_mut().enumerate() {
+        let new = old[j] + rho * tot[j] / m;
+        *t = if new.is_finite() { new } else { old[j] };
+    }
+    // S'_k / T'_k: old statistics scaled, the batch's counts added
+    for mut row in tilde.rows_mut() {
+        for (j, v) in row.iter_mut().enumerate() {
+            if mass[j] > 0.0 {
+                *v *= old[j] / mass[j];
+            }
+        }
+    }
+    for (&id, row) in counts {
+        let mut r = tilde.row_mut(id as usize);
+        for (j, v) in r.iter_mut().enumerate() {
+            if mass[j] > 0.0 {
+                *v += rho * row[j] / m / mass[j];
+            }
+        }
+    }
+    let mut out = tilde.mapv(|v| ((1.0 - smooth) * v + floor) as f32);
+    // renormalise against rounding (each topic's S'/T' sums to 1 up to it)
+    for mut col in out.columns_mut() {
+        let s: f64 = col.iter().map(|&v| v as f64).sum();
+        if s > 0.0 && s.is_finite() {
+            col.mapv_inplace(|x| (x as f64 / s) as f32);
+        } else if n > 0 {
+            col.fill(1.0 / n as f32);
+        }
+    }
+    out
+}
+
 /// One dictionary step from a mini-batch of coded documents (term ids, counts, codes) with
-/// rate α, by `rule`: the projected gradient step [`update`] or the EM step [`update_em`].
-/// `smooth` is the EM step's σ (unused by the gradient rules).
+/// rate α, by `rule`: the projected gradient step [`update`], the EM step [`update_em`] or the
+/// online-EM step [`update_stats`]. `smooth` is the EM steps' σ (unused by the gradient rules).
+///
+/// `mass` is the per-topic mass T of [`StepRule::Stats`] (left alone by the other rules): when
+/// it does not hold K values it starts at (tokens per document of this mini-batch) / K each,
+/// so the initial dictionary weighs as much as the statistics of an average document (which S
+/// estimates) and is forgotten at the rate ρ_t.
 pub fn step(
     beta: &Array2<f32>,
     docs: &[(&[u32], &[f64], &DocCode)],
     alpha: f64,
-    rule: StepRule,
-    smooth: f64,
+    (rule, smooth): (StepRule, f64),
+    mass: &mut Vec<f64>,
 ) -> Array2<f32> {
+    let k = beta.ncols();
     match rule {
         StepRule::Em => update_em(beta, &topic_term_counts(docs, beta), alpha, smooth),
-        _ => update(beta, &gradient(docs, beta.ncols()), alpha, rule),
+        StepRule::Stats => {
+            if mass.len() != k {
+                let tokens: f64 = docs.iter().map(|d| d.1.iter().sum::<f64>()).sum();
+                let per_doc = tokens / docs.len().max(1) as f64;
+                *mass = vec![per_doc / k.max(1) as f64; k];
+            }
+            let counts = topic_term_counts(docs, beta);
+            update_stats(beta, &counts, mass, alpha, docs.len(), smooth)
+        }
+        _ => update(beta, &gradient(docs, k), alpha, rule),
     }
 }
 

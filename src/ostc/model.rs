@@ -593,7 +593,8 @@ pub fn code_block(blk: &DocBlock, p: &CodeParams, collapsed: bool) -> DocCode {
 }
 
 /// `passes` sweeps of online learning over `docs` (lists of (id, count)) in seeded random
-/// mini-batches of `m`; `t` is the running update counter (advanced). Pure in β.
+/// mini-batches of `m`; `t` is the running update counter and `mass` the per-topic mass of
+/// [`StepRule::Stats`] (both advanced). Pure in β.
 #[allow(clippy::too_many_arguments)]
 pub fn learn(
     beta: &Array2<f32>,
@@ -604,7 +605,7 @@ pub fn learn(
     passes: u32,
     (tau0, tau): (f64, f64),
     (rule, smooth): (StepRule, f64),
-    t: &mut u64,
+    (t, mass): (&mut u64, &mut Vec<f64>),
     rng: &mut ChaCha8Rng,
 ) -> Array2<f32> {
     let mut beta = beta.clone();
@@ -630,7 +631,8 @@ pub fn learn(
             let parts: Vec<(&[u32], &[f64], &DocCode)> = (0..chunk.len())
                 .map(|j| (ids[j].as_slice(), ws[j].as_slice(), &codes[j]))
                 .collect();
-            beta = step(&beta, &parts, learning_rate(*t, tau0, tau), rule, smooth);
+            let rate = learning_rate(*t, tau0, tau);
+            beta = step(&beta, &parts, rate, (rule, smooth), mass);
             *t += 1;
         }
     }
@@ -664,6 +666,9 @@ pub struct OstcModel {
     timestep: u64,
     /// Mini-batch updates carried out (t of α_t).
     updates: u64,
+    /// Per-topic mass T_k of [`StepRule::Stats`] (K finite values ≥ 0 once that rule has
+    /// stepped; empty before, and for the other rules).
+    mass: Vec<f64>,
     initialised: bool,
 }
 
@@ -676,6 +681,7 @@ impl OstcModel {
             history: ScoreHistory::default(),
             timestep: 0,
             updates: 0,
+            mass: Vec::new(),
             initialised: false,
             params,
         })
@@ -806,6 +812,7 @@ impl OstcModel {
         // Learn from the batch.
         let t2 = Instant::now();
         let mut updates = self.updates;
+        let mut mass = self.mass.clone();
         let initialised = self.initialised || any_doc;
         let beta = if initialised && any_doc {
             let docs: Vec<&[(u32, u32)]> = counts.iter().map(|c| c.as_slice()).collect();
@@ -823,7 +830,7 @@ impl OstcModel {
                 passes,
                 (p.tau0, p.tau),
                 (p.step_rule, p.em_smooth),
-                &mut updates,
+                (&mut updates, &mut mass),
                 &mut rng,
             )
         } else {
@@ -945,6 +952,7 @@ impl OstcModel {
             history,
             timestep: self.timestep + 1,
             updates,
+            mass,
             initialised,
         };
         Ok((
@@ -959,8 +967,9 @@ impl OstcModel {
         ))
     }
 
-    /// The persisted state as named parts (postcard): `meta`, `vocab`, `beta`, `history`. A part
-    /// whose content did not change encodes to identical bytes.
+    /// The persisted state as named parts (postcard): `meta`, `vocab`, `beta`, `history`,
+    /// `mass` (empty unless the step rule is `stats`; stores written before it existed load
+    /// with it empty). A part whose content did not change encodes to identical bytes.
     pub fn state_parts(&self) -> Vec<(String, Vec<u8>)> {
         let meta = Meta {
             version: META_VERSION,
@@ -983,6 +992,7 @@ impl OstcModel {
                 )),
             ),
             ("history".to_string(), enc(&self.history)),
+            ("mass".to_string(), enc(&self.mass)),
         ]
     }
 
@@ -1061,6 +1071,20 @@ impl OstcModel {
                 params.text.max_terms
             ));
         }
+        let mass: Vec<f64> = match parts.get("mass") {
+            Some(b) => dec(b, "mass")?,
+            None => Vec::new(),
+        };
+        if !(mass.is_empty() || mass.len() == params.k) {
+            return bad(format!(
+                "state part `mass` has {} values, the parameters say k = {}",
+                mass.len(),
+                params.k
+            ));
+        }
+        if mass.iter().any(|v| !v.is_finite() || *v < 0.0) {
+            return Err(EngineError::NonFinite("state part `mass`"));
+        }
         if meta.version < 2 {
             // version 1 stored scores of the saturating `objective` rule: a histogram in other
             // units than the current rule's; start the adaptive threshold afresh.
@@ -1073,6 +1097,7 @@ impl OstcModel {
             history,
             timestep: meta.timestep,
             updates: meta.updates,
+            mass,
             initialised: meta.initialised,
         })
     }
