@@ -331,6 +331,19 @@ fn planted_topics_are_recovered() {
     assert_planted_recovered(small_params(3, 4), 1, 0.7);
 }
 
+/// Default parameters but K = 4 and more passes, for the planted-topic tests of a step rule.
+fn planted_learner(step_rule: novad::ostc::dictionary::StepRule) -> OstcParams {
+    OstcParams {
+        seed: 5,
+        k: 4,
+        batch_size: 16,
+        passes: 3,
+        bootstrap_passes: 10,
+        step_rule,
+        ..OstcParams::default()
+    }
+}
+
 /// The default dictionary step (stochastic EM, document-seeded start) with the default coding
 /// parameters recovers the planted topics: each planted topic is matched by a distinct learned
 /// topic holding most of its mass on the planted topic's words (> 0.5, twice their uniform share
@@ -341,15 +354,11 @@ fn planted_topics_are_recovered_by_the_default_em_step() {
         OstcParams::default().step_rule,
         novad::ostc::dictionary::StepRule::Em
     );
-    let p = OstcParams {
-        seed: 5,
-        k: 4,
-        batch_size: 16,
-        passes: 3,
-        bootstrap_passes: 10,
-        ..OstcParams::default()
-    };
-    assert_planted_recovered(p, 11, 0.5);
+    assert_planted_recovered(
+        planted_learner(novad::ostc::dictionary::StepRule::Em),
+        11,
+        0.5,
+    );
 }
 
 /// The EM step: with α = 1, σ = 0 and one topic explaining all counts, that topic becomes the
@@ -448,16 +457,11 @@ fn stats_step_is_the_m_step_over_everything_seen() {
 /// The `stats` rule learns the planted topics through the daemon's model as well.
 #[test]
 fn planted_topics_are_recovered_by_the_stats_step() {
-    let p = OstcParams {
-        seed: 5,
-        k: 4,
-        batch_size: 16,
-        passes: 3,
-        bootstrap_passes: 10,
-        step_rule: novad::ostc::dictionary::StepRule::Stats,
-        ..OstcParams::default()
-    };
-    assert_planted_recovered(p, 11, 0.5);
+    assert_planted_recovered(
+        planted_learner(novad::ostc::dictionary::StepRule::Stats),
+        11,
+        0.5,
+    );
 }
 
 #[test]

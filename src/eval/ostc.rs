@@ -796,13 +796,7 @@ fn run_medstc(
         }
     }
     let acc = cps.last().and_then(|c| c.accuracy);
-    let feats: Vec<(Vec<f64>, usize)> = data
-        .train
-        .par_iter()
-        .map(|(d, y)| (doc_features(d, &beta, &p, Feats::of(args)), *y))
-        .collect();
-    let refit = fit_svm(&feats, args, classes, &mut rng);
-    let acc_refit = accuracy(&data.test, &beta, &p, &refit, Feats::of(args));
+    let acc_refit = stc_svm_accuracy(data, args, &p, &beta, &mut rng);
     tracing::info!(acc, acc_refit, "medstc final");
     for &svm_lambda in &args.refit_lambdas {
         let a2 = OstcEvalArgs {
@@ -810,8 +804,7 @@ fn run_medstc(
             ..args.clone()
         };
         let mut r2 = ChaCha8Rng::seed_from_u64(args.seed ^ 0x3ED6);
-        let clf = fit_svm(&feats, &a2, classes, &mut r2);
-        let acc = accuracy(&data.test, &beta, &p, &clf, Feats::of(args));
+        let acc = stc_svm_accuracy(data, &a2, &p, &beta, &mut r2);
         tracing::info!(svm_lambda, acc, "medstc refit (tuning)");
     }
     (cps, acc, Some(acc_refit))
@@ -894,13 +887,7 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
             col.mapv_inplace(|x| x / t);
         }
         beta0 = m.mapv(|x| x as f32);
-        let feats: Vec<(Vec<f64>, usize)> = data
-            .train
-            .par_iter()
-            .map(|(d, y)| (doc_features(d, &beta0, &p, Feats::of(args)), *y))
-            .collect();
-        let svm = fit_svm(&feats, args, classes, &mut rng);
-        let acc = accuracy(&data.test, &beta0, &p, &svm, Feats::of(args));
+        let acc = stc_svm_accuracy(&data, args, &p, &beta0, &mut rng);
         tracing::info!(acc, "oracle dictionary: STC + SVM");
     }
     tracing::info!(

@@ -180,7 +180,37 @@ pub fn poisson_nll(w: f64, nu: f64) -> f64 {
     (nu - w * nu.ln() + ln_factorial(w)).max(0.0)
 }
 
-fn theta_step(s: &[f64], n_words: usize, k: usize, p: &CodeParams, theta: &mut [f64]) {
+/// One coordinate-descent sweep over the word codes of `doc` (the closed-form update of each
+/// s_nk in word order, θ fixed) with `extra(n·K + k)` added to the coefficient η of s_nk's
+/// linear term (−0.0 for plain STC, which leaves η bit-identical; a linearised supervised
+/// loss otherwise). `nu` is kept equal to
+/// the Poisson means of `s` (up to the ε floor).
+pub fn word_sweep(
+    doc: &DocBlock,
+    p: &CodeParams,
+    theta: &[f64],
+    (s, nu): (&mut [f64], &mut [f64]),
+    extra: impl Fn(usize) -> f64,
+) {
+    let k = doc.k;
+    for n in 0..doc.len() {
+        let b = doc.row(n);
+        let sn = &mut s[n * k..(n + 1) * k];
+        let w = doc.w[n];
+        let mut v = nu[n];
+        for j in 0..k {
+            let mu = (v - sn[j] * b[j]).max(p.eps);
+            let eta = b[j] + p.rho - p.gamma * theta[j] + extra(n * k + j);
+            let x = word_update(w, b[j], mu, p.gamma, eta);
+            sn[j] = x;
+            v = mu + x * b[j];
+        }
+        nu[n] = v;
+    }
+}
+
+/// The θ-step: θ = γ Σ_n s_n / (λ + γ |I|), the minimiser of f over θ for fixed word codes.
+pub fn theta_step(s: &[f64], n_words: usize, k: usize, p: &CodeParams, theta: &mut [f64]) {
     let denom = p.lambda() + p.gamma * n_words as f64;
     theta.iter_mut().for_each(|t| *t = 0.0);
     for n in 0..n_words {
@@ -341,20 +371,7 @@ pub fn code_doc_with(
     let mut sweeps = 0;
     for _ in 0..p.sweeps.max(1) {
         sweeps += 1;
-        for n in 0..nw {
-            let b = doc.row(n);
-            let sn = &mut s[n * k..(n + 1) * k];
-            let w = doc.w[n];
-            let mut v = nu[n];
-            for j in 0..k {
-                let mu = (v - sn[j] * b[j]).max(p.eps);
-                let eta = b[j] + p.rho - p.gamma * theta[j];
-                let x = word_update(w, b[j], mu, p.gamma, eta);
-                sn[j] = x;
-                v = mu + x * b[j];
-            }
-            nu[n] = v;
-        }
+        word_sweep(doc, p, &theta, (&mut s, &mut nu), |_| -0.0);
         theta_step(&s, nw, k, p, &mut theta);
         theta_hook(&mut theta, &s);
         let f = objective(doc, &s, &theta, p);

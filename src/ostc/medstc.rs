@@ -303,18 +303,9 @@ pub fn code_doc_supervised(
         return coding::code_doc(doc, p);
     }
     let denom = p.lambda() + p.gamma * nw as f64;
-    let theta_of = |s: &[f64], theta: &mut [f64]| {
-        theta.iter_mut().for_each(|t| *t = 0.0);
-        for n in 0..nw {
-            for (t, &v) in theta.iter_mut().zip(&s[n * k..(n + 1) * k]) {
-                *t += v;
-            }
-        }
-        theta.iter_mut().for_each(|t| *t *= p.gamma / denom);
-    };
     let mut s = coding::init_codes(doc);
     let mut theta = vec![0.0; k];
-    theta_of(&s, &mut theta);
+    coding::theta_step(&s, nw, k, p, &mut theta);
     let mut nu = coding::means(doc, &s, p.eps);
     let mut last = f64::INFINITY;
     let mut sweeps = 0;
@@ -337,21 +328,8 @@ pub fn code_doc_supervised(
                 .collect();
             counts_grad_s(doc, &s, &nu, &count_features_grad(&z, &d[..k]))
         };
-        for n in 0..nw {
-            let b = doc.row(n);
-            let sn = &mut s[n * k..(n + 1) * k];
-            let w = doc.w[n];
-            let mut v = nu[n];
-            for j in 0..k {
-                let mu = (v - sn[j] * b[j]).max(p.eps);
-                let eta = b[j] + p.rho - p.gamma * theta[j] + c * lin[n * k + j];
-                let xj = coding::word_update(w, b[j], mu, p.gamma, eta);
-                sn[j] = xj;
-                v = mu + xj * b[j];
-            }
-            nu[n] = v;
-        }
-        theta_of(&s, &mut theta);
+        coding::word_sweep(doc, p, &theta, (&mut s, &mut nu), |i| c * lin[i]);
+        coding::theta_step(&s, nw, k, p, &mut theta);
         if joint {
             // supervised θ-step on the θ half of the features (the paper's θ-step), z fixed at
             // the codes just computed; the linearised step can overshoot (x = θ/‖θ‖ is not
