@@ -202,10 +202,23 @@ pub struct OstcEvalSummary {
     pub train_docs: usize,
     pub test_docs: usize,
     pub perp_docs: usize,
+    /// The unsupervised stages (their fields appear at the top level of results.json).
+    #[serde(flatten)]
+    pub stc: Unsupervised,
+    pub medstc: Vec<Checkpoint>,
+    /// Test accuracy of online MedSTC: its online SVM, and an SVM refit on the final codes.
+    pub accuracy_medstc: Option<f64>,
+    pub accuracy_medstc_refit: Option<f64>,
+    pub seconds_total: f64,
+}
+
+/// What the unsupervised stages measured (online, batch and collapsed STC); NaN / empty / None
+/// when `--only-medstc` skipped them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unsupervised {
     pub online: Vec<Checkpoint>,
     pub batch: Vec<Checkpoint>,
     pub collapsed: Vec<Checkpoint>,
-    pub medstc: Vec<Checkpoint>,
     /// Seconds online STC needed to reach the best batch-STC perplexity (None = never).
     pub online_seconds_to_batch_perplexity: Option<f64>,
     /// The same for the normalised perplexity.
@@ -225,10 +238,6 @@ pub struct OstcEvalSummary {
     pub accuracy_batch_stc_svm: Option<f64>,
     /// The same SVM on ℓ2-normalised term counts (a check of the classifier, not a topic model).
     pub accuracy_bow_svm: f64,
-    /// Test accuracy of online MedSTC: its online SVM, and an SVM refit on the final codes.
-    pub accuracy_medstc: Option<f64>,
-    pub accuracy_medstc_refit: Option<f64>,
-    pub seconds_total: f64,
 }
 
 type Doc = Vec<(u32, u32)>;
@@ -830,6 +839,135 @@ fn bow_accuracy(data: &Data, args: &OstcEvalArgs, classes: usize, rng: &mut ChaC
     ok as f64 / data.test.len().max(1) as f64
 }
 
+impl Unsupervised {
+    /// Only the classifier reference was measured.
+    fn skipped(accuracy_bow_svm: f64) -> Unsupervised {
+        Unsupervised {
+            online: Vec::new(),
+            batch: Vec::new(),
+            collapsed: Vec::new(),
+            online_seconds_to_batch_perplexity: None,
+            online_seconds_to_batch_perplexity_norm: None,
+            batch_seconds_to_online_perplexity_norm: None,
+            flattened_perplexity: (f64::NAN, f64::NAN),
+            sparsity_online: f64::NAN,
+            sparsity_batch: f64::NAN,
+            sparsity_collapsed: None,
+            sparsity_dense: f64::NAN,
+            accuracy_stc_svm: f64::NAN,
+            accuracy_batch_stc_svm: None,
+            accuracy_bow_svm,
+        }
+    }
+}
+
+/// The unsupervised stages from the initial dictionary `beta0`: online STC, the flattening
+/// check, batch STC, collapsed online STC, sparsities, time-to-target, STC + SVM on both
+/// dictionaries and the bag-of-words reference (in that order on `rng`).
+fn run_unsupervised(
+    data: &Data,
+    args: &OstcEvalArgs,
+    p: &CodeParams,
+    beta0: &Array2<f32>,
+    rng: &mut ChaCha8Rng,
+) -> Unsupervised {
+    // Online STC.
+    let (beta_online, online) = run_online(data, args, p, false, beta0, rng);
+
+    // The metrics' response to flattening: the online dictionary mixed with FLATTEN uniform.
+    let flat = {
+        let n = data.vocab.max(1) as f64;
+        let b = beta_online.mapv(|v| ((1.0 - FLATTEN) * v as f64 + FLATTEN / n) as f32);
+        (
+            perplexity(&data.perp, &b, p, false).0,
+            perplexity_norm(&data.perp, &b, p.eps),
+        )
+    };
+    // Batch STC: M = D.
+    let mut beta = beta0.clone();
+    let mut bmass = Vec::new();
+    let mut batch = vec![online[0].clone()];
+    let mut secs = 0.0;
+    for it in 0..args.batch_iters {
+        let t0 = Instant::now();
+        let docs: Vec<&Doc> = data.train.iter().map(|d| &d.0).collect();
+        let codes: Vec<DocCode> = docs.par_iter().map(|d| code(d, &beta, p, false)).collect();
+        let rate = learning_rate(it as u64, args.batch_tau0, args.tau);
+        beta = learn_step(args, &mut bmass, &beta, (&docs, &codes), rate);
+        secs += t0.elapsed().as_secs_f64();
+        let seen = (it as usize + 1) * data.train.len();
+        batch.push(checkpoint(data, &beta, p, false, (seen, secs), None));
+        tracing::info!(
+            it,
+            secs,
+            ppl = batch.last().map(|c| c.perplexity),
+            "batch iteration"
+        );
+    }
+    let beta_batch = beta;
+
+    // Collapsed online.
+    let (collapsed, sparsity_collapsed) = if args.no_collapsed {
+        (Vec::new(), None)
+    } else {
+        let (b, cps) = run_online(data, args, p, true, beta0, rng);
+        (cps, Some(perplexity(&data.perp, &b, p, true).1))
+    };
+
+    let sparsity_online = perplexity(&data.perp, &beta_online, p, false).1;
+    let sparsity_batch = perplexity(&data.perp, &beta_batch, p, false).1;
+    let dense = CodeParams { rho: 0.0, ..*p };
+    let sparsity_dense = perplexity(&data.perp, &beta_online, &dense, false).1;
+    // online's seconds to the best perplexity batch STC reaches (not its last: sharpening
+    // topics can raise Eq. 19), per measure
+    let online_seconds_to_batch = |metric: fn(&Checkpoint) -> f64| {
+        let target = batch
+            .iter()
+            .skip(1)
+            .map(metric)
+            .fold(f64::INFINITY, f64::min);
+        online
+            .iter()
+            .find(|c| metric(c) <= target)
+            .map(|c| c.seconds)
+    };
+    let online_seconds_to_batch_perplexity = online_seconds_to_batch(|c| c.perplexity);
+    let online_seconds_to_batch_perplexity_norm = online_seconds_to_batch(|c| c.perplexity_norm);
+    let online_final = online.last().map_or(f64::INFINITY, |c| c.perplexity_norm);
+    let batch_seconds_to_online_perplexity_norm = batch
+        .iter()
+        .skip(1)
+        .find(|c| c.perplexity_norm <= online_final)
+        .map(|c| c.seconds);
+
+    // STC + SVM on the online dictionary, then (after the reference) on the batch one.
+    let accuracy_stc_svm = stc_svm_accuracy(data, args, p, &beta_online, rng);
+    tracing::info!(accuracy_stc_svm, "STC + SVM");
+
+    let accuracy_bow_svm = bow_accuracy(data, args, CLASSES, rng);
+    tracing::info!(accuracy_bow_svm, "bag-of-words SVM");
+    let accuracy_batch_stc_svm =
+        (args.batch_iters > 0).then(|| stc_svm_accuracy(data, args, p, &beta_batch, rng));
+    tracing::info!(accuracy_batch_stc_svm, "batch STC + SVM");
+
+    Unsupervised {
+        online,
+        batch,
+        collapsed,
+        online_seconds_to_batch_perplexity,
+        online_seconds_to_batch_perplexity_norm,
+        batch_seconds_to_online_perplexity_norm,
+        flattened_perplexity: flat,
+        sparsity_online,
+        sparsity_batch,
+        sparsity_collapsed,
+        sparsity_dense,
+        accuracy_stc_svm,
+        accuracy_batch_stc_svm,
+        accuracy_bow_svm,
+    }
+}
+
 /// Run the OSTC evaluation; writes report.md, results.json and SVG plots into `--out`.
 pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalError> {
     let t_all = Instant::now();
@@ -896,120 +1034,15 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
         test = data.test.len(),
         "ostc eval data"
     );
-    if args.only_medstc {
-        let (medstc, accuracy_medstc, accuracy_medstc_refit) =
-            run_medstc(&data, args, &p, &beta0, classes);
+    let u = if args.only_medstc {
         let accuracy_bow_svm = bow_accuracy(&data, args, classes, &mut rng);
         tracing::info!(accuracy_bow_svm, "bag-of-words SVM");
-        let summary = OstcEvalSummary {
-            args: args.clone(),
-            vocabulary: data.vocab,
-            train_docs: data.train.len(),
-            test_docs: data.test.len(),
-            perp_docs: data.perp.len(),
-            online: Vec::new(),
-            batch: Vec::new(),
-            collapsed: Vec::new(),
-            medstc,
-            online_seconds_to_batch_perplexity: None,
-            online_seconds_to_batch_perplexity_norm: None,
-            batch_seconds_to_online_perplexity_norm: None,
-            flattened_perplexity: (f64::NAN, f64::NAN),
-            sparsity_online: f64::NAN,
-            sparsity_batch: f64::NAN,
-            sparsity_collapsed: None,
-            sparsity_dense: f64::NAN,
-            accuracy_stc_svm: f64::NAN,
-            accuracy_batch_stc_svm: None,
-            accuracy_bow_svm,
-            accuracy_medstc,
-            accuracy_medstc_refit,
-            seconds_total: t_all.elapsed().as_secs_f64(),
-        };
-        write_outputs(&args.out, &summary)?;
-        return Ok(summary);
-    }
-
-    // Online STC.
-    let (beta_online, online) = run_online(&data, args, &p, false, &beta0, &mut rng);
-
-    // The metrics' response to flattening: the online dictionary mixed with FLATTEN uniform.
-    let flat = {
-        let n = data.vocab.max(1) as f64;
-        let b = beta_online.mapv(|v| ((1.0 - FLATTEN) * v as f64 + FLATTEN / n) as f32);
-        (
-            perplexity(&data.perp, &b, &p, false).0,
-            perplexity_norm(&data.perp, &b, p.eps),
-        )
-    };
-    // Batch STC: M = D.
-    let mut beta = beta0.clone();
-    let mut bmass = Vec::new();
-    let mut batch = vec![online[0].clone()];
-    let mut secs = 0.0;
-    for it in 0..args.batch_iters {
-        let t0 = Instant::now();
-        let docs: Vec<&Doc> = data.train.iter().map(|d| &d.0).collect();
-        let codes: Vec<DocCode> = docs.par_iter().map(|d| code(d, &beta, &p, false)).collect();
-        let rate = learning_rate(it as u64, args.batch_tau0, args.tau);
-        beta = learn_step(args, &mut bmass, &beta, (&docs, &codes), rate);
-        secs += t0.elapsed().as_secs_f64();
-        let seen = (it as usize + 1) * data.train.len();
-        batch.push(checkpoint(&data, &beta, &p, false, (seen, secs), None));
-        tracing::info!(
-            it,
-            secs,
-            ppl = batch.last().map(|c| c.perplexity),
-            "batch iteration"
-        );
-    }
-    let beta_batch = beta;
-
-    // Collapsed online.
-    let (collapsed, sparsity_collapsed) = if args.no_collapsed {
-        (Vec::new(), None)
+        Unsupervised::skipped(accuracy_bow_svm)
     } else {
-        let (b, cps) = run_online(&data, args, &p, true, &beta0, &mut rng);
-        (cps, Some(perplexity(&data.perp, &b, &p, true).1))
+        run_unsupervised(&data, args, &p, &beta0, &mut rng)
     };
 
-    let sparsity_online = perplexity(&data.perp, &beta_online, &p, false).1;
-    let sparsity_batch = perplexity(&data.perp, &beta_batch, &p, false).1;
-    let dense = CodeParams { rho: 0.0, ..p };
-    let sparsity_dense = perplexity(&data.perp, &beta_online, &dense, false).1;
-    // online's seconds to the best perplexity batch STC reaches (not its last: sharpening
-    // topics can raise Eq. 19), per measure
-    let online_seconds_to_batch = |metric: fn(&Checkpoint) -> f64| {
-        let target = batch
-            .iter()
-            .skip(1)
-            .map(metric)
-            .fold(f64::INFINITY, f64::min);
-        online
-            .iter()
-            .find(|c| metric(c) <= target)
-            .map(|c| c.seconds)
-    };
-    let online_seconds_to_batch_perplexity = online_seconds_to_batch(|c| c.perplexity);
-    let online_seconds_to_batch_perplexity_norm = online_seconds_to_batch(|c| c.perplexity_norm);
-    let online_final = online.last().map_or(f64::INFINITY, |c| c.perplexity_norm);
-    let batch_seconds_to_online_perplexity_norm = batch
-        .iter()
-        .skip(1)
-        .find(|c| c.perplexity_norm <= online_final)
-        .map(|c| c.seconds);
-
-    // STC + SVM on the online dictionary, then (after the reference) on the batch one.
-    let accuracy_stc_svm = stc_svm_accuracy(&data, args, &p, &beta_online, &mut rng);
-    tracing::info!(accuracy_stc_svm, "STC + SVM");
-
-    let accuracy_bow_svm = bow_accuracy(&data, args, classes, &mut rng);
-    tracing::info!(accuracy_bow_svm, "bag-of-words SVM");
-    let accuracy_batch_stc_svm =
-        (args.batch_iters > 0).then(|| stc_svm_accuracy(&data, args, &p, &beta_batch, &mut rng));
-    tracing::info!(accuracy_batch_stc_svm, "batch STC + SVM");
-
-    // Online MedSTC.
+    // Online MedSTC (its own generator: the order relative to the stages above is immaterial).
     let (medstc, accuracy_medstc, accuracy_medstc_refit) = if args.no_medstc {
         (Vec::new(), None, None)
     } else {
@@ -1022,21 +1055,8 @@ pub fn run_ostc_eval(args: &OstcEvalArgs) -> Result<OstcEvalSummary, OstcEvalErr
         train_docs: data.train.len(),
         test_docs: data.test.len(),
         perp_docs: data.perp.len(),
-        online,
-        batch,
-        collapsed,
+        stc: u,
         medstc,
-        online_seconds_to_batch_perplexity,
-        online_seconds_to_batch_perplexity_norm,
-        batch_seconds_to_online_perplexity_norm,
-        flattened_perplexity: flat,
-        sparsity_online,
-        sparsity_batch,
-        sparsity_collapsed,
-        sparsity_dense,
-        accuracy_stc_svm,
-        accuracy_batch_stc_svm,
-        accuracy_bow_svm,
         accuracy_medstc,
         accuracy_medstc_refit,
         seconds_total: t_all.elapsed().as_secs_f64(),
@@ -1084,9 +1104,13 @@ fn write_outputs(out: &Path, s: &OstcEvalSummary) -> Result<(), OstcEvalError> {
                 xdesc,
                 "perplexity",
                 &[
-                    ("online STC", BLUE, series(&s.online, &point)),
-                    ("batch STC", RED, series(&s.batch, &point)),
-                    ("online collapsed STC", GREEN, series(&s.collapsed, &point)),
+                    ("online STC", BLUE, series(&s.stc.online, &point)),
+                    ("batch STC", RED, series(&s.stc.batch, &point)),
+                    (
+                        "online collapsed STC",
+                        GREEN,
+                        series(&s.stc.collapsed, &point),
+                    ),
                 ],
             )?;
         }
@@ -1095,7 +1119,7 @@ fn write_outputs(out: &Path, s: &OstcEvalSummary) -> Result<(), OstcEvalError> {
     let stc_line = s
         .medstc
         .iter()
-        .map(|c| (c.docs_seen as f64, s.accuracy_stc_svm))
+        .map(|c| (c.docs_seen as f64, s.stc.accuracy_stc_svm))
         .collect();
     chart(
         &acc_docs,
@@ -1136,9 +1160,9 @@ fn markdown(s: &OstcEvalSummary) -> String {
         "| learner | docs seen | learning s | perplexity (Eq. 19) | perplexity (normalised) |\n|---|---:|---:|---:|---:|"
     );
     for (name, c) in [
-        ("online STC", &s.online),
-        ("batch STC", &s.batch),
-        ("online collapsed STC", &s.collapsed),
+        ("online STC", &s.stc.online),
+        ("batch STC", &s.stc.batch),
+        ("online collapsed STC", &s.stc.collapsed),
     ] {
         for cp in c {
             let _ = writeln!(
@@ -1156,35 +1180,35 @@ fn markdown(s: &OstcEvalSummary) -> String {
     let _ = writeln!(
         m,
         "\nOnline STC reaches the best batch-STC perplexity after: {} (Eq. 19), {} (normalised).\n",
-        when(s.online_seconds_to_batch_perplexity),
-        when(s.online_seconds_to_batch_perplexity_norm)
+        when(s.stc.online_seconds_to_batch_perplexity),
+        when(s.stc.online_seconds_to_batch_perplexity_norm)
     );
     let _ = writeln!(
         m,
         "Batch STC reaches the normalised perplexity online STC ends with ({:.0}, after {:.1} s) after: {}.\n",
-        s.online.last().map_or(f64::NAN, |c| c.perplexity_norm),
-        s.online.last().map_or(f64::NAN, |c| c.seconds),
-        when(s.batch_seconds_to_online_perplexity_norm)
+        s.stc.online.last().map_or(f64::NAN, |c| c.perplexity_norm),
+        s.stc.online.last().map_or(f64::NAN, |c| c.seconds),
+        when(s.stc.batch_seconds_to_online_perplexity_norm)
     );
     let _ = writeln!(
         m,
         "Flattening check: the final online dictionary mixed with {:.0} % uniform mass has \
          perplexity {:.1} (Eq. 19) and {:.0} (normalised).\n",
         FLATTEN * 100.0,
-        s.flattened_perplexity.0,
-        s.flattened_perplexity.1
+        s.stc.flattened_perplexity.0,
+        s.stc.flattened_perplexity.1
     );
     let _ = writeln!(m, "## Word-code sparsity (share of zero entries)\n");
     let _ = writeln!(m, "| codes | sparsity |\n|---|---:|");
-    let _ = writeln!(m, "| online STC | {:.3} |", s.sparsity_online);
-    let _ = writeln!(m, "| batch STC | {:.3} |", s.sparsity_batch);
-    if let Some(c) = s.sparsity_collapsed {
+    let _ = writeln!(m, "| online STC | {:.3} |", s.stc.sparsity_online);
+    let _ = writeln!(m, "| batch STC | {:.3} |", s.stc.sparsity_batch);
+    if let Some(c) = s.stc.sparsity_collapsed {
         let _ = writeln!(m, "| online collapsed STC | {c:.3} |");
     }
     let _ = writeln!(
         m,
         "| dense baseline (ρ = 0, online dictionary) | {:.3} |\n",
-        s.sparsity_dense
+        s.stc.sparsity_dense
     );
     let _ = writeln!(
         m,
@@ -1194,15 +1218,15 @@ fn markdown(s: &OstcEvalSummary) -> String {
     let _ = writeln!(
         m,
         "| online STC + Pegasos SVM | {:.3} |",
-        s.accuracy_stc_svm
+        s.stc.accuracy_stc_svm
     );
-    if let Some(v) = s.accuracy_batch_stc_svm {
+    if let Some(v) = s.stc.accuracy_batch_stc_svm {
         let _ = writeln!(m, "| batch STC (final iteration) + Pegasos SVM | {v:.3} |");
     }
     let _ = writeln!(
         m,
         "| reference: Pegasos SVM on term counts | {:.3} |",
-        s.accuracy_bow_svm
+        s.stc.accuracy_bow_svm
     );
     if let Some(v) = s.accuracy_medstc {
         let _ = writeln!(m, "| online MedSTC (online SVM) | {v:.3} |");

@@ -145,6 +145,19 @@ pub fn init_dictionary_from_docs(
     normalise_columns(out)
 }
 
+/// Scale every column to sum 1; a column with no (finite, positive) mass becomes uniform.
+fn normalise_columns_in_place(out: &mut Array2<f64>) {
+    let n = out.nrows();
+    for mut col in out.columns_mut() {
+        let s: f64 = col.sum();
+        if s > 0.0 && s.is_finite() {
+            col.mapv_inplace(|x| x / s);
+        } else if n > 0 {
+            col.fill(1.0 / n as f64);
+        }
+    }
+}
+
 /// Apply a vocabulary change to β: surviving rows move to their new ids, evicted rows are
 /// dropped, new rows get `new_mass` / new_len each, then every topic is renormalised to sum 1.
 /// With no topic mass left (all rows evicted) a topic becomes uniform.
@@ -171,15 +184,7 @@ pub fn remap_dictionary(beta: &Array2<f32>, remap: &Remap, new_mass: f64) -> Arr
 }
 
 fn normalise_columns(mut out: Array2<f64>) -> Array2<f32> {
-    let n = out.nrows();
-    for mut col in out.columns_mut() {
-        let s: f64 = col.sum();
-        if s > 0.0 && s.is_finite() {
-            col.mapv_inplace(|x| x / s);
-        } else if n > 0 {
-            col.fill(1.0 / n as f64);
-        }
-    }
+    normalise_columns_in_place(&mut out);
     out.mapv(|x| x as f32)
 }
 
@@ -354,14 +359,7 @@ pub fn update_stats(
     }
     // β̃ = (β − σ/N)/(1 − σ), clamped and renormalised per topic
     let mut tilde = beta.mapv(|v| ((v as f64 - floor) / (1.0 - smooth).max(1e-12)).max(0.0));
-    for mut col in tilde.columns_mut() {
-        let s: f64 = col.sum();
-        if s > 0.0 && s.is_finite() {
-            col.mapv_inplace(|x| x / s);
-        } else if n > 0 {
-            col.fill(1.0 / n as f64);
-        }
-    }
+    normalise_columns_in_place(&mut tilde);
     let old: Vec<f64> = mass.iter().map(|&t| (1.0 - rho) * t.max(0.0)).collect();
     for (j, t) in mass.iter_mut().enumerate() {
         let new = old[j] + rho * tot[j] / m;
