@@ -67,6 +67,16 @@ pub fn check(
     }
 }
 
+/// [`check`] that `v` is a finite number ≥ 0.
+pub fn check_nonneg(v: f64, field: &'static str) -> Result<(), ParamsError> {
+    check(
+        v.is_finite() && v >= 0.0,
+        field,
+        "a finite number ≥ 0",
+        v.to_string(),
+    )
+}
+
 impl Default for TextParams {
     fn default() -> Self {
         TextParams {
@@ -168,12 +178,7 @@ impl Params {
             "an integer in 1..=100000",
             self.k.to_string(),
         )?;
-        check(
-            c.lambda.is_finite() && c.lambda >= 0.0,
-            "coding.lambda",
-            "a finite number ≥ 0",
-            c.lambda.to_string(),
-        )?;
+        check_nonneg(c.lambda, "coding.lambda")?;
         check(
             c.phi.is_finite() && c.phi > 0.0,
             "coding.phi",
@@ -299,12 +304,7 @@ impl Params {
                 "an integer ≤ 100",
                 t.alternations.to_string(),
             )?;
-            check(
-                t.lambda.is_finite() && t.lambda >= 0.0,
-                "topics.lambda",
-                "a finite number ≥ 0",
-                t.lambda.to_string(),
-            )?;
+            check_nonneg(t.lambda, "topics.lambda")?;
             check(
                 (0.0..=1.0).contains(&t.merge_cosine),
                 "topics.merge_cosine",

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::params::{check, ParamsError, TextParams};
+use crate::params::{check, check_nonneg, ParamsError, TextParams};
 
 /// Parameters of [`super::DnmfModel`]. Defaults follow the paper (ω = 4 timesteps, B = 2
 /// emerging topics per timestep, HP λ = 10) where it gives values; the rest (δ = 0.01,
@@ -129,24 +129,9 @@ impl DnmfParams {
             "a number in [0, 1]",
             self.delta.to_string(),
         )?;
-        check(
-            self.mu.is_finite() && self.mu >= 0.0,
-            "dnmf.mu",
-            "a finite number ≥ 0",
-            self.mu.to_string(),
-        )?;
-        check(
-            self.nu.is_finite() && self.nu >= 0.0,
-            "dnmf.nu",
-            "a finite number ≥ 0",
-            self.nu.to_string(),
-        )?;
-        check(
-            self.trend_lambda.is_finite() && self.trend_lambda >= 0.0,
-            "dnmf.trend_lambda",
-            "a finite number ≥ 0",
-            self.trend_lambda.to_string(),
-        )?;
+        check_nonneg(self.mu, "dnmf.mu")?;
+        check_nonneg(self.nu, "dnmf.nu")?;
+        check_nonneg(self.trend_lambda, "dnmf.trend_lambda")?;
         check(
             (1..=10_000).contains(&self.iterations),
             "dnmf.iterations",

@@ -40,7 +40,7 @@ use crate::ostc::dictionary::{
     check_dictionary, init_dictionary, init_dictionary_from_docs, learning_rate, remap_dictionary,
     step, StepRule,
 };
-use crate::params::{check, ParamsError, TextParams};
+use crate::params::{check, check_nonneg, ParamsError, TextParams};
 use crate::text::{Tokenizer, Vocabulary};
 use crate::threshold::{decide, ScoreHistory, ThresholdRule, BINS};
 use crate::topics::{Topic, TopicKind};
@@ -321,12 +321,7 @@ impl OstcParams {
             "an integer in 1..=10000",
             self.k.to_string(),
         )?;
-        check(
-            self.rho.is_finite() && self.rho >= 0.0,
-            "ostc.rho",
-            "a finite number ≥ 0",
-            self.rho.to_string(),
-        )?;
+        check_nonneg(self.rho, "ostc.rho")?;
         check(
             pos(self.gamma),
             "ostc.gamma",
@@ -393,24 +388,14 @@ impl OstcParams {
             "≥ 1",
             self.sweeps.to_string(),
         )?;
-        check(
-            self.tol.is_finite() && self.tol >= 0.0,
-            "ostc.tol",
-            "a finite number ≥ 0",
-            self.tol.to_string(),
-        )?;
+        check_nonneg(self.tol, "ostc.tol")?;
         check(
             (0.0..=1.0).contains(&self.new_term_mass),
             "ostc.new_term_mass",
             "a number in [0, 1]",
             self.new_term_mass.to_string(),
         )?;
-        check(
-            self.init_data_weight.is_finite() && self.init_data_weight >= 0.0,
-            "ostc.init_data_weight",
-            "a finite number ≥ 0",
-            self.init_data_weight.to_string(),
-        )?;
+        check_nonneg(self.init_data_weight, "ostc.init_data_weight")?;
         check(
             self.top_terms >= 1,
             "ostc.top_terms",
@@ -448,12 +433,7 @@ impl OstcParams {
                     "a number in [0, 1]",
                     quantile.to_string(),
                 )?;
-                check(
-                    half_life.is_finite() && half_life >= 0.0,
-                    "ostc.threshold.half_life",
-                    "a finite number ≥ 0",
-                    half_life.to_string(),
-                )
+                check_nonneg(half_life, "ostc.threshold.half_life")
             }
         }
     }
