@@ -242,14 +242,42 @@ pub struct VerdictArgs {
     /// Only novel documents.
     #[arg(long)]
     pub novel: bool,
-    /// Only documents with score ≥ X.
-    #[arg(long)]
+    /// Only documents with score ≥ X (a finite number).
+    #[arg(long, allow_negative_numbers = true)]
     pub min_score: Option<f64>,
-    /// At most N verdicts.
+    /// At most N verdicts, the earliest first (0 prints none).
     #[arg(long)]
     pub limit: Option<usize>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: crate::query::Format,
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
+/// How a query talks to a running daemon.
+#[derive(Debug, Clone, Args)]
+pub struct ApiArgs {
+    /// While the daemon answers busy, keep retrying this many seconds (with growing, jittered
+    /// pauses) before giving up; 0 tries once.
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub retry_secs: f64,
+}
+
+impl ApiArgs {
+    pub fn options(&self) -> crate::daemon::api::ClientOptions {
+        crate::daemon::api::ClientOptions {
+            retry_for: std::time::Duration::from_secs_f64(self.retry_secs),
+            ..Default::default()
+        }
+    }
+}
+
+/// A number of seconds: finite, ≥ 0, at most a day.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && (0.0..=86_400.0).contains(&x) => Ok(x),
+        _ => Err(format!("`{s}` is not a number of seconds from 0 to 86400")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -268,6 +296,8 @@ pub struct TopicArgs {
     pub until: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: TopicFormat,
+    #[command(flatten)]
+    pub api: ApiArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -285,6 +315,8 @@ pub struct StatusArgs {
     pub recent: usize,
     #[arg(long, value_enum, default_value = "text")]
     pub format: StatusFormat,
+    #[command(flatten)]
+    pub api: ApiArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Parser;
 use novad::cli::{Cli, Command, StatusFormat, TopicFormat};
 use novad::daemon::{self, api, RunConfig};
@@ -52,7 +52,7 @@ fn main() -> ExitCode {
 }
 
 fn time_bound(s: &Option<String>, until: bool) -> Result<Option<i64>> {
-    s.as_deref()
+    Ok(s.as_deref()
         .map(|t| {
             if until {
                 query::parse_until(t)
@@ -60,8 +60,7 @@ fn time_bound(s: &Option<String>, until: bool) -> Result<Option<i64>> {
                 query::parse_since(t)
             }
         })
-        .transpose()
-        .map_err(|e| anyhow::anyhow!(e))
+        .transpose()?)
 }
 
 fn dispatch(cli: Cli) -> Result<()> {
@@ -121,13 +120,11 @@ fn dispatch(cli: Cli) -> Result<()> {
                 min_score: a.min_score,
                 limit: a.limit,
             };
+            filter.validate()?;
             let dir = &a.store.store;
-            let vs = match api::remote_verdicts(dir, &filter).map_err(|e| anyhow::anyhow!(e))? {
+            let vs = match api::remote_verdicts(dir, &filter, &a.api.options())? {
                 Some(vs) => vs,
-                None => {
-                    let store = open_existing(dir)?;
-                    query::verdicts(store.db(), &filter).map_err(|e| anyhow::anyhow!(e))?
-                }
+                None => query::verdicts(open_existing(dir)?.db(), &filter)?,
             };
             query::write_verdicts(&mut out, &vs, a.format)?;
         }
@@ -135,19 +132,9 @@ fn dispatch(cli: Cli) -> Result<()> {
             let since = time_bound(&a.since, false)?;
             let until = time_bound(&a.until, true)?;
             let dir = &a.store.store;
-            let lines = api::request(dir, &api::Request::Topics { since, until })
-                .map_err(|e| anyhow::anyhow!(e))?;
-            let topics: Vec<novad::topics::TopicRecord> = match lines {
-                Some(ls) => ls
-                    .iter()
-                    .map(|l| serde_json::from_str(l))
-                    .collect::<Result<_, _>>()
-                    .context("bad response from the daemon")?,
-                None => {
-                    let store = open_existing(dir)?;
-                    novad::topics::query(store.db(), since, until)
-                        .map_err(|e| anyhow::anyhow!(e))?
-                }
+            let topics = match api::remote_topics(dir, since, until, &a.api.options())? {
+                Some(ts) => ts,
+                None => query::topics(open_existing(dir)?.db(), since, until)?,
             };
             match a.format {
                 TopicFormat::Jsonl => {
@@ -176,12 +163,11 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Status(a) => {
             let dir = &a.store.store;
-            let st = match api::remote_status(dir, a.recent).map_err(|e| anyhow::anyhow!(e))? {
+            let st = match api::remote_status(dir, a.recent, &a.api.options())? {
                 Some(s) => s,
                 None => {
                     let store = open_existing(dir)?;
-                    let mut s =
-                        query::status(store.db(), a.recent).map_err(|e| anyhow::anyhow!(e))?;
+                    let mut s = query::status(store.db(), a.recent)?;
                     s.disk_bytes = store.disk_bytes();
                     s
                 }

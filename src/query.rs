@@ -4,14 +4,54 @@
 use std::io::Write;
 
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
 
 use crate::batch::parse_time;
 use crate::store::schema::{
     verdict_time_prefix, StateMeta, TimestepRecord, VerdictRecord, FILES, KEY_FORMAT, KEY_PARAMS,
     KEY_STATE, META, TIMESTEPS, VERDICTS,
 };
+use crate::topics::TopicRecord;
+
+/// Why a query failed: a bad filter (the caller's mistake) or an unreadable store.
+#[derive(Debug, Error)]
+pub enum QueryError {
+    /// `min_score` is NaN or infinite: no verdict comparison with it means anything.
+    #[error("the minimum score must be a finite number, got {0}")]
+    MinScore(f64),
+    /// A `since` / `until` bound that is not a time.
+    #[error("{0}")]
+    Time(String),
+    /// sled could not read a tree.
+    #[error("cannot read the store: {0}")]
+    Store(#[from] sled::Error),
+    /// The topic tree could not be read or decoded.
+    #[error("cannot read the topics: {0}")]
+    Topics(String),
+    /// A record that does not decode.
+    #[error("corrupt {what} in the store: {reason}")]
+    Corrupt { what: &'static str, reason: String },
+}
+
+impl QueryError {
+    fn corrupt(what: &'static str) -> impl Fn(postcard::Error) -> QueryError {
+        move |e| QueryError::Corrupt {
+            what,
+            reason: e.to_string(),
+        }
+    }
+
+    /// Whether the caller's request was at fault (as opposed to the store).
+    pub fn is_bad_request(&self) -> bool {
+        matches!(self, QueryError::MinScore(_) | QueryError::Time(_))
+    }
+}
 
 /// Which verdicts to return. Times are Unix milliseconds; `until` is exclusive.
+///
+/// `limit: Some(0)` returns no verdicts ("at most 0"); `None` means no limit. `min_score` must
+/// be finite ([`VerdictFilter::validate`]); [`verdicts`] rejects it otherwise, so a NaN bound
+/// fails the same way in the CLI, through the daemon, or from any other client.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct VerdictFilter {
     pub since: Option<i64>,
@@ -22,20 +62,30 @@ pub struct VerdictFilter {
 }
 
 impl VerdictFilter {
+    /// `Err` when the filter cannot be applied meaningfully (a NaN or infinite `min_score`).
+    pub fn validate(&self) -> Result<(), QueryError> {
+        match self.min_score {
+            Some(m) if !m.is_finite() => Err(QueryError::MinScore(m)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether `v` passes the novelty and score conditions (the time range is applied by
+    /// the key range in [`visit_verdicts`]).
     pub fn matches(&self, v: &VerdictRecord) -> bool {
         (!self.novel_only || v.novel) && self.min_score.is_none_or(|m| v.score >= m)
     }
 }
 
 /// Parse a `--since` bound: RFC 3339 time or date (start of that day, UTC).
-pub fn parse_since(s: &str) -> Result<i64, String> {
-    parse_time(s)
+pub fn parse_since(s: &str) -> Result<i64, QueryError> {
+    parse_time(s).map_err(QueryError::Time)
 }
 
 /// Parse an `--until` bound: an RFC 3339 time is exclusive; a date `YYYY-MM-DD` includes that
 /// whole day (the bound becomes the next midnight, UTC).
-pub fn parse_until(s: &str) -> Result<i64, String> {
-    let t = parse_time(s)?;
+pub fn parse_until(s: &str) -> Result<i64, QueryError> {
+    let t = parse_time(s).map_err(QueryError::Time)?;
     if chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").is_ok() {
         Ok(t + 86_400_000)
     } else {
@@ -43,27 +93,58 @@ pub fn parse_until(s: &str) -> Result<i64, String> {
     }
 }
 
-/// Verdicts in time order matching `f`, read from the store's trees.
-pub fn verdicts(db: &sled::Db, f: &VerdictFilter) -> Result<Vec<VerdictRecord>, String> {
-    let tree = db.open_tree(VERDICTS).map_err(|e| e.to_string())?;
+/// The one implementation of the verdict query: hands the verdicts matching `f` to `visit`,
+/// in time order, and returns how many it handed over. At most `f.limit` are visited; the
+/// filter is validated first. `visit` may stop the walk by returning an error, which is
+/// passed back. The store is read record by record, so memory does not grow with the answer.
+pub fn visit_verdicts<E: From<QueryError>>(
+    db: &sled::Db,
+    f: &VerdictFilter,
+    mut visit: impl FnMut(VerdictRecord) -> Result<(), E>,
+) -> Result<usize, E> {
+    f.validate()?;
+    if f.limit == Some(0) {
+        return Ok(0);
+    }
+    let tree = db.open_tree(VERDICTS).map_err(QueryError::from)?;
     let lo = f.since.map(verdict_time_prefix).unwrap_or([0; 8]);
     let iter = match f.until {
         Some(u) => tree.range(lo.to_vec()..verdict_time_prefix(u).to_vec()),
         None => tree.range(lo.to_vec()..),
     };
-    let mut out = Vec::new();
+    let mut n = 0;
     for kv in iter {
-        let (_, v) = kv.map_err(|e| e.to_string())?;
+        let (_, v) = kv.map_err(QueryError::from)?;
         let v: VerdictRecord =
-            postcard::from_bytes(&v).map_err(|e| format!("corrupt verdict: {e}"))?;
+            postcard::from_bytes(&v).map_err(QueryError::corrupt("verdict record"))?;
         if f.matches(&v) {
-            out.push(v);
-            if f.limit.is_some_and(|l| out.len() >= l) {
+            visit(v)?;
+            n += 1;
+            if f.limit.is_some_and(|l| n >= l) {
                 break;
             }
         }
     }
+    Ok(n)
+}
+
+/// Verdicts in time order matching `f` (see [`visit_verdicts`]), collected.
+pub fn verdicts(db: &sled::Db, f: &VerdictFilter) -> Result<Vec<VerdictRecord>, QueryError> {
+    let mut out = Vec::new();
+    visit_verdicts(db, f, |v| {
+        out.push(v);
+        Ok::<(), QueryError>(())
+    })?;
     Ok(out)
+}
+
+/// Emerging topics whose earliest document time is in `[since, until)`.
+pub fn topics(
+    db: &sled::Db,
+    since: Option<i64>,
+    until: Option<i64>,
+) -> Result<Vec<TopicRecord>, QueryError> {
+    crate::topics::query(db, since, until).map_err(QueryError::Topics)
 }
 
 /// A summary of a store.
@@ -82,49 +163,50 @@ pub struct Status {
     pub recent: Vec<TimestepRecord>,
     /// The most recent emerging topics, newest first.
     #[serde(default)]
-    pub topics: Vec<crate::topics::TopicRecord>,
+    pub topics: Vec<TopicRecord>,
     /// Whether the answer came from a running daemon.
     pub daemon_pid: Option<u32>,
     pub disk_bytes: u64,
 }
 
-/// Read the status from the store's trees (`recent` holds at most `n_recent` timesteps).
-pub fn status(db: &sled::Db, n_recent: usize) -> Result<Status, String> {
-    let e = |e: sled::Error| e.to_string();
-    let meta = db.open_tree(META).map_err(e)?;
+/// Read the status from the store's trees (`recent` holds at most `n_recent` timesteps, and
+/// `topics` at most `n_recent` topics). `daemon_pid` is `None` and `disk_bytes` 0: the caller
+/// who knows them fills them in.
+pub fn status(db: &sled::Db, n_recent: usize) -> Result<Status, QueryError> {
+    let meta = db.open_tree(META)?;
     let format_version = meta
-        .get(KEY_FORMAT)
-        .map_err(e)?
+        .get(KEY_FORMAT)?
         .and_then(|v| postcard::from_bytes(&v).ok())
         .unwrap_or(0);
-    let model: crate::engine::ModelKind =
-        match meta.get(crate::store::schema::KEY_MODEL).map_err(e)? {
-            None => Default::default(),
-            Some(v) => postcard::from_bytes(&v).map_err(|e| format!("corrupt model kind: {e}"))?,
-        };
-    let params = match meta.get(KEY_PARAMS).map_err(e)? {
+    let model: crate::engine::ModelKind = match meta.get(crate::store::schema::KEY_MODEL)? {
+        None => Default::default(),
+        Some(v) => postcard::from_bytes(&v).map_err(QueryError::corrupt("model kind"))?,
+    };
+    let params = match meta.get(KEY_PARAMS)? {
         None => None,
         Some(v) => Some(
             crate::engine::ModelParams::from_bytes(model, &v)
-                .map_err(|e| format!("corrupt parameters: {e}"))?
+                .map_err(|reason| QueryError::Corrupt {
+                    what: "parameter set",
+                    reason,
+                })?
                 .to_json(),
         ),
     };
     let state = meta
-        .get(KEY_STATE)
-        .map_err(e)?
+        .get(KEY_STATE)?
         .and_then(|v| postcard::from_bytes(&v).ok());
-    let ts = db.open_tree(TIMESTEPS).map_err(e)?;
+    let ts = db.open_tree(TIMESTEPS)?;
     let mut recent = Vec::new();
     for kv in ts.iter().rev().take(n_recent) {
-        let (_, v) = kv.map_err(e)?;
-        recent.push(postcard::from_bytes(&v).map_err(|e| format!("corrupt timestep record: {e}"))?);
+        let (_, v) = kv?;
+        recent.push(postcard::from_bytes(&v).map_err(QueryError::corrupt("timestep record"))?);
     }
-    let tt = db.open_tree(crate::store::schema::TOPICS).map_err(e)?;
+    let tt = db.open_tree(crate::store::schema::TOPICS)?;
     let mut topics = Vec::new();
     for kv in tt.iter().rev().take(n_recent) {
-        let (_, v) = kv.map_err(e)?;
-        topics.push(postcard::from_bytes(&v).map_err(|e| format!("corrupt topic: {e}"))?);
+        let (_, v) = kv?;
+        topics.push(postcard::from_bytes(&v).map_err(QueryError::corrupt("topic record"))?);
     }
     Ok(Status {
         format_version,
@@ -132,8 +214,8 @@ pub fn status(db: &sled::Db, n_recent: usize) -> Result<Status, String> {
         params,
         state,
         topics,
-        verdicts: db.open_tree(VERDICTS).map_err(e)?.len(),
-        files: db.open_tree(FILES).map_err(e)?.len(),
+        verdicts: db.open_tree(VERDICTS)?.len(),
+        files: db.open_tree(FILES)?.len(),
         recent,
         daemon_pid: None,
         disk_bytes: 0,
