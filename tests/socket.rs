@@ -393,8 +393,28 @@ fn queries_agree_with_and_without_the_daemon_and_bad_filters_fail_on_both() {
         vec!["--min-score=-inf"],
     ];
     let with: Vec<_> = cases.iter().map(|c| verdicts_cli(&store, c)).collect();
+    let others = || {
+        let mut st: serde_json::Value = serde_json::from_str(&novad_ok(&[
+            "status", "--store", &store, "--format", "json", "--recent", "9",
+        ]))
+        .unwrap();
+        let pid = st["daemon_pid"].take();
+        st["disk_bytes"].take();
+        let topics = novad_ok(&["topics", "--store", &store, "--format", "jsonl"]);
+        (pid.is_number(), st, topics)
+    };
+    let (by_daemon, st_with, topics_with) = others();
+    assert!(by_daemon);
     assert_eq!(stop(daemon), 0);
     let without: Vec<_> = cases.iter().map(|c| verdicts_cli(&store, c)).collect();
+    let (by_daemon, st_without, topics_without) = others();
+    assert!(!by_daemon);
+    assert_eq!(st_with, st_without, "status with and without the daemon");
+    assert_eq!(st_with["recent"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        topics_with, topics_without,
+        "topics with and without the daemon"
+    );
     let all = jsonl(&with[0].1);
     assert_eq!(all.len(), DOCS);
     for ((case, w), wo) in cases.iter().zip(&with).zip(&without) {
@@ -432,4 +452,38 @@ fn queries_agree_with_and_without_the_daemon_and_bad_filters_fail_on_both() {
     // `--limit 0` is "at most zero": nothing, also in the table format
     let table = novad_ok(&["verdicts", "--store", &store, "--limit", "0"]);
     assert!(table.trim_end().ends_with("0 verdicts"), "{table}");
+}
+
+/// A stand-in daemon at `dir`'s socket that answers one connection with `answer` and closes.
+fn fake_daemon(dir: &Path, answer: String) -> std::thread::JoinHandle<()> {
+    let l = std::os::unix::net::UnixListener::bind(api::socket_path(dir)).unwrap();
+    std::thread::spawn(move || {
+        let (c, _) = l.accept().unwrap();
+        let mut line = String::new();
+        BufReader::new(&c).read_line(&mut line).unwrap();
+        (&c).write_all(answer.as_bytes()).unwrap();
+    })
+}
+
+#[test]
+fn a_cut_off_or_inconsistent_answer_is_an_error_not_a_short_list() {
+    let v = r#"{"doc_id":"a","time":0,"timestep":0,"seq":0,"source":"f","score":0.5,"novel":false,"bootstrap":false,"empty":false,"at_ceiling":false,"terms":[]}"#;
+    let done = |n: usize| Trailer::Done { count: n }.line();
+    for (answer, expect) in [
+        (format!("{v}\n{v}\n"), Some("cut off")),
+        (format!("{v}\n{}", done(3)), Some("says 3")),
+        (format!("{v}\n{}", done(1)), None),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let server = fake_daemon(d.path(), answer);
+        let r = api::remote_verdicts(d.path(), &VerdictFilter::default(), &opts(0.0));
+        server.join().unwrap();
+        match expect {
+            Some(e) => {
+                let err = r.unwrap_err().to_string();
+                assert!(err.contains(e), "{err}");
+            }
+            None => assert_eq!(r.unwrap().unwrap().len(), 1),
+        }
+    }
 }
