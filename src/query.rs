@@ -72,7 +72,7 @@ pub struct Status {
     pub format_version: u32,
     /// The model the store runs.
     #[serde(default)]
-    pub model: crate::engine::ModelKind,
+    pub model: novad_models::ModelKind,
     /// Its parameters (the JSON image of the model's parameter set).
     pub params: Option<serde_json::Value>,
     pub state: Option<StateMeta>,
@@ -82,7 +82,7 @@ pub struct Status {
     pub recent: Vec<TimestepRecord>,
     /// The most recent emerging topics, newest first.
     #[serde(default)]
-    pub topics: Vec<crate::topics::TopicRecord>,
+    pub topics: Vec<crate::store::schema::TopicRecord>,
     /// Whether the answer came from a running daemon.
     pub daemon_pid: Option<u32>,
     pub disk_bytes: u64,
@@ -97,7 +97,7 @@ pub fn status(db: &sled::Db, n_recent: usize) -> Result<Status, String> {
         .map_err(e)?
         .and_then(|v| postcard::from_bytes(&v).ok())
         .unwrap_or(0);
-    let model: crate::engine::ModelKind =
+    let model: novad_models::ModelKind =
         match meta.get(crate::store::schema::KEY_MODEL).map_err(e)? {
             None => Default::default(),
             Some(v) => postcard::from_bytes(&v).map_err(|e| format!("corrupt model kind: {e}"))?,
@@ -105,7 +105,7 @@ pub fn status(db: &sled::Db, n_recent: usize) -> Result<Status, String> {
     let params = match meta.get(KEY_PARAMS).map_err(e)? {
         None => None,
         Some(v) => Some(
-            crate::engine::ModelParams::from_bytes(model, &v)
+            novad_models::ModelParams::from_bytes(model, &v)
                 .map_err(|e| format!("corrupt parameters: {e}"))?
                 .to_json(),
         ),
@@ -323,9 +323,9 @@ pub fn write_status(out: &mut dyn Write, s: &Status) -> std::io::Result<()> {
 }
 
 /// Display name of a topic kind.
-pub fn kind_name(k: crate::topics::TopicKind) -> &'static str {
+pub fn kind_name(k: novad_models::TopicKind) -> &'static str {
     match k {
-        crate::topics::TopicKind::Emerging => "emerging",
-        crate::topics::TopicKind::Evolving => "evolving",
+        novad_models::TopicKind::Emerging => "emerging",
+        novad_models::TopicKind::Evolving => "evolving",
     }
 }

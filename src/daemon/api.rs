@@ -120,7 +120,7 @@ fn handle(conn: UnixStream, db: &sled::Db, dir: &Path) -> std::io::Result<()> {
             }
             Err(e) => writeln!(out, "{}", serde_json::json!({ "error": e }))?,
         },
-        Request::Topics { since, until } => match crate::topics::query(db, since, until) {
+        Request::Topics { since, until } => match crate::store::topics::query(db, since, until) {
             Ok(ts) => {
                 for t in ts {
                     serde_json::to_writer(&mut out, &t)?;
