@@ -3,10 +3,48 @@
 
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
+use thiserror::Error;
 
-use crate::engine::{ModelKind, ModelParams};
-use crate::threshold::ThresholdRule;
+use novad_models::engine::ParamsFormatError;
+use novad_models::threshold::ThresholdRule;
+use novad_models::{ModelKind, ModelParams, ParamsError};
+
+/// `--model`: one of [`ModelKind::ALL`] by name (the help lists them).
+fn model_kind() -> impl TypedValueParser<Value = ModelKind> {
+    PossibleValuesParser::new(ModelKind::ALL.map(ModelKind::name)).map(|s| {
+        s.parse::<ModelKind>()
+            .expect("a possible value names a model")
+    })
+}
+
+/// Why the model parameters given on the command line cannot be used.
+#[derive(Debug, Error)]
+pub enum ParamArgsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Config {
+        path: String,
+        #[source]
+        source: ParamsFormatError,
+    },
+    #[error("--k, --lambda and --beta apply to the l1 model only; set the {0} parameters in a --config file (`novad params --model {0}` prints them)")]
+    L1Only(ModelKind),
+    #[error("{flag} does not apply to the {kind} model")]
+    NotApplicable { flag: &'static str, kind: ModelKind },
+    #[error("{0}")]
+    Threshold(String),
+    #[error(transparent)]
+    Format(#[from] ParamsFormatError),
+    #[error(transparent)]
+    Params(#[from] ParamsError),
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -42,19 +80,6 @@ pub enum Command {
     Import(SnapshotArgs),
     /// Print a fingerprint (blake3) of the model state: equal digests mean identical models.
     Digest(StoreArg),
-    /// Replicate the papers' experiments on a labelled corpus: ℓ1-online vs ℓ1-batch, ℓ2 and
-    /// nearest-neighbour baselines; writes report.md, results.json and SVG plots to --out.
-    Eval(crate::eval::EvalArgs),
-    /// The dynamic-NMF model's evaluation (WSDM 2012) on the 20NG CIKM stream: micro F1 at
-    /// top-1/top-5, miss rate at first detection, topic continuity, the threshold-based TDT
-    /// baseline, F1 vs δ for several µ; report.md, results.json, SVG plots in --out.
-    #[command(name = "eval-dnmf")]
-    EvalDnmf(crate::eval::dnmf::DnmfEvalArgs),
-    /// The online sparse topical coding evaluation (WWW 2013) on 20NG bydate: held-out
-    /// perplexity online vs batch, word-code sparsity, online MedSTC accuracy; report.md,
-    /// results.json, SVG plots in --out.
-    #[command(name = "eval-ostc")]
-    EvalOstc(crate::eval::OstcEvalArgs),
     /// Print a parameter set as TOML (a starting point for `--config`): the defaults, the
     /// paper's configuration, or the parameters a store was created with.
     Params(ParamsArgs),
@@ -72,7 +97,7 @@ pub struct StoreArg {
 #[derive(Debug, Clone, Default, Args)]
 pub struct ParamArgs {
     /// Model of a new store: l1 (default), dnmf or ostc. Fixed when the store is created.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = model_kind())]
     pub model: Option<ModelKind>,
     /// TOML file with the model's full parameter set (`novad params --model M` prints one);
     /// flags below override it.
@@ -102,7 +127,7 @@ pub struct ParamArgs {
 impl ParamArgs {
     /// The requested parameters, or `None` when nothing was requested (use the store's, or
     /// the ℓ1 defaults for a new store).
-    pub fn resolve(&self) -> Result<Option<ModelParams>, String> {
+    pub fn resolve(&self) -> Result<Option<ModelParams>, ParamArgsError> {
         let l1_flag = self.k.is_some() || self.lambda.is_some() || self.beta.is_some();
         let any_flag =
             l1_flag || self.threshold.is_some() || self.max_terms.is_some() || self.seed.is_some();
@@ -112,11 +137,17 @@ impl ParamArgs {
         let kind = self.model.unwrap_or_default();
         let mut p = match &self.config {
             Some(path) => {
-                let s = std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                ModelParams::from_toml(kind, &s).map_err(|e| format!("{}: {e}", path.display()))?
+                let path_name = || path.display().to_string();
+                let s = std::fs::read_to_string(path).map_err(|source| ParamArgsError::Read {
+                    path: path_name(),
+                    source,
+                })?;
+                ModelParams::from_toml(kind, &s).map_err(|source| ParamArgsError::Config {
+                    path: path_name(),
+                    source,
+                })?
             }
-            None => ModelParams::defaults(kind).map_err(|e| e.to_string())?,
+            None => ModelParams::defaults(kind),
         };
         match &mut p {
             ModelParams::L1(p) => {
@@ -136,18 +167,15 @@ impl ParamArgs {
                     p.seed = v;
                 }
                 if let Some(t) = &self.threshold {
-                    p.threshold = parse_threshold(t)?;
+                    p.threshold = parse_threshold(t).map_err(ParamArgsError::Threshold)?;
                 }
             }
             other => {
                 if l1_flag {
-                    return Err(format!(
-                        "--k, --lambda and --beta apply to the l1 model only; set the {} parameters in a --config file (`novad params --model {}` prints them)",
-                        kind, kind
-                    ));
+                    return Err(ParamArgsError::L1Only(kind));
                 }
                 let mut v = other.to_json();
-                let mut set = |path: &[&str], val: serde_json::Value, flag: &str| {
+                let mut set = |path: &[&str], val: serde_json::Value, flag: &'static str| {
                     let mut node = &mut v;
                     for key in &path[..path.len() - 1] {
                         node = &mut node[*key];
@@ -157,7 +185,7 @@ impl ParamArgs {
                             *slot = val;
                             Ok(())
                         }
-                        None => Err(format!("{flag} does not apply to the {kind} model")),
+                        None => Err(ParamArgsError::NotApplicable { flag, kind }),
                     }
                 };
                 if let Some(x) = self.seed {
@@ -167,13 +195,14 @@ impl ParamArgs {
                     set(&["text", "max_terms"], x.into(), "--max-terms")?;
                 }
                 if let Some(t) = &self.threshold {
-                    let rule = serde_json::to_value(parse_threshold(t)?).unwrap();
+                    let rule = parse_threshold(t).map_err(ParamArgsError::Threshold)?;
+                    let rule = serde_json::to_value(rule).expect("a rule is plain data");
                     set(&["threshold"], rule, "--threshold")?;
                 }
                 *other = ModelParams::from_json(kind, v)?;
             }
         }
-        p.validate().map_err(|e| e.to_string())?;
+        p.validate()?;
         Ok(Some(p))
     }
 }
@@ -328,7 +357,7 @@ pub enum Preset {
 #[derive(Debug, Args)]
 pub struct ParamsArgs {
     /// Model whose parameters to print.
-    #[arg(long, value_enum, default_value = "l1", conflicts_with = "store")]
+    #[arg(long, value_parser = model_kind(), default_value = "l1", conflicts_with = "store")]
     pub model: ModelKind,
     /// Which parameter set (paper applies to the l1 model).
     #[arg(long, value_enum, default_value = "default", conflicts_with = "store")]

@@ -6,11 +6,11 @@ use std::time::Instant;
 use thiserror::Error;
 
 use crate::batch::{parse_batch, BatchError, MAX_FILE_BYTES};
-use crate::detector::{EngineError, StepStats};
-use crate::engine::{Engine, ModelParams};
+use crate::store::schema::{topic_key, TopicRecord};
 use crate::store::schema::{FileRecord, TimestepRecord, VerdictRecord};
 use crate::store::{CommitStats, Store, StoreError, TimestepWrite};
-use crate::topics::{topic_key, TopicRecord};
+use novad_models::{Engine, ModelParams};
+use novad_models::{EngineError, StepStats};
 
 #[derive(Debug, Error)]
 pub enum IngestError {

@@ -1,37 +1,17 @@
-//! novad — novel document detection over a text stream with online ℓ1 dictionary learning.
+//! novad, the daemon: ingests batch files dropped into an inbox, one timestep per file, runs
+//! them through a model of `novad-models`, and commits model state and verdicts in one sled
+//! transaction per timestep, flushed before the batch file is moved to `processed/`.
 //!
-//! The crate is organised by domain concept:
-//! - [`text`]: tokenizer, streaming vocabulary with document frequencies, TF-IDF vectors.
-//! - [`coding`]: ℓ1 sparse coding of one document over a dictionary (the novelty score).
-//! - [`dictionary`]: the dictionary set 𝒜, projection onto it, OIADMM, bootstrap.
-//! - [`threshold`]: rules turning scores into novel / not-novel verdicts.
-//! - [`detector`]: one timestep end to end as a pure function of (model, batch).
-//! - [`params`]: the checked parameter set of a model.
-//! - [`corpus`]: readers for evaluation corpora (20 Newsgroups archive).
-//!
-//! Numerics: the persistent matrices (dictionary Â, multiplier Δ) are stored as `f32` to halve
-//! memory and store size; all arithmetic on them is carried out in `f64` and rounded once when a
-//! new state is written, so results are deterministic and independent of the thread count.
+//! - [`batch`]: batch file formats (JSONL, plain text) and their parsing.
+//! - [`ingest`]: one batch file → one committed timestep (or a rejection that changes nothing).
+//! - [`daemon`]: the inbox watcher and the local query socket ([`daemon::api`]).
+//! - [`store`]: the sled store: open, lock, migrate, commit, snapshots, stored topics.
+//! - [`query`]: verdicts, topics and status read from a store.
+//! - [`cli`]: the command line (clap definitions and their resolution to library values).
 
 pub mod batch;
 pub mod cli;
-pub mod coding;
-pub mod corpus;
 pub mod daemon;
-pub mod detector;
-pub mod dictionary;
-pub mod dnmf;
-pub mod engine;
-pub mod eval;
 pub mod ingest;
-pub mod linalg;
-pub mod ostc;
-pub mod params;
 pub mod query;
 pub mod store;
-pub mod text;
-pub mod threshold;
-pub mod topics;
-
-pub use detector::{Document, Model, StepOutput, Verdict};
-pub use params::{Params, ParamsError};

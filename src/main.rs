@@ -68,7 +68,7 @@ fn dispatch(cli: Cli) -> Result<()> {
     let mut out = stdout.lock();
     match cli.command {
         Command::Run(a) => {
-            let params = a.params.resolve().map_err(|e| anyhow::anyhow!(e))?;
+            let params = a.params.resolve()?;
             daemon::run(&RunConfig {
                 inbox: a.inbox,
                 store: a.store.store,
@@ -78,7 +78,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             })?;
         }
         Command::Ingest(a) => {
-            let params = a.params.resolve().map_err(|e| anyhow::anyhow!(e))?;
+            let params = a.params.resolve()?;
             let mut ing = Ingestor::open(&a.store.store, params.as_ref())?;
             let mut rejected = 0;
             for f in &a.files {
@@ -182,43 +182,16 @@ fn dispatch(cli: Cli) -> Result<()> {
             let n = snapshot::export(&store, &a.file)?;
             writeln!(out, "exported {n} records to {}", a.file.display())?;
         }
-        Command::Eval(a) => {
-            let s = novad::eval::run(&a)?;
-            writeln!(out, "report:  {}", s.report.display())?;
-            writeln!(out, "results: {}", s.results.display())?;
-            for (k, v) in &s.summary.mean_auc {
-                writeln!(out, "mean AUC {k:>14}: {v:.3}")?;
-            }
-            for (k, v) in &s.summary.mean_seconds {
-                writeln!(out, "mean s   {k:>14}: {v:.3}")?;
-            }
-            if let Some(x) = s.summary.speedup_last {
-                writeln!(out, "ℓ1-batch / ℓ1-online at the last timestep: {x:.1}×")?;
-            }
-            writeln!(out, "wall time: {:.1} s", s.summary.wall_seconds)?;
-        }
-        Command::EvalDnmf(a) => {
-            let s = novad::eval::dnmf::run_dnmf_eval(&a)?;
-            writeln!(out, "report:  {}", a.out.join("report.md").display())?;
-            writeln!(out, "results: {}", a.out.join("results.json").display())?;
-            writeln!(out, "wall time: {:.1} s", s.seconds)?;
-        }
-        Command::EvalOstc(a) => {
-            let s = novad::eval::run_ostc_eval(&a)?;
-            writeln!(out, "report:  {}", a.out.join("report.md").display())?;
-            writeln!(out, "results: {}", a.out.join("results.json").display())?;
-            writeln!(out, "wall time: {:.1} s", s.seconds_total)?;
-        }
         Command::Params(a) => {
-            use novad::engine::{ModelKind, ModelParams};
+            use novad_models::{ModelKind, ModelParams};
             let p = match (&a.store, a.model, a.preset) {
                 (Some(dir), _, _) => open_existing(dir)?.model_params()?.ok_or_else(|| {
                     anyhow::anyhow!("store {} has no parameters yet", dir.display())
                 })?,
                 (None, ModelKind::L1, novad::cli::Preset::Paper) => {
-                    ModelParams::L1(novad::Params::paper())
+                    ModelParams::L1(novad_models::Params::paper())
                 }
-                (None, kind, novad::cli::Preset::Default) => ModelParams::defaults(kind)?,
+                (None, kind, novad::cli::Preset::Default) => ModelParams::defaults(kind),
                 (None, kind, novad::cli::Preset::Paper) => {
                     bail!("--preset paper applies to the l1 model only (not {kind})")
                 }

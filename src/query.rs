@@ -11,7 +11,7 @@ use crate::store::schema::{
     verdict_time_prefix, StateMeta, TimestepRecord, VerdictRecord, FILES, KEY_FORMAT, KEY_PARAMS,
     KEY_STATE, META, TIMESTEPS, VERDICTS,
 };
-use crate::topics::TopicRecord;
+use crate::store::schema::TopicRecord;
 
 /// Why a query failed: a bad filter (the caller's mistake) or an unreadable store.
 #[derive(Debug, Error)]
@@ -144,7 +144,7 @@ pub fn topics(
     since: Option<i64>,
     until: Option<i64>,
 ) -> Result<Vec<TopicRecord>, QueryError> {
-    crate::topics::query(db, since, until).map_err(QueryError::Topics)
+    crate::store::topics::query(db, since, until).map_err(QueryError::Topics)
 }
 
 /// A summary of a store.
@@ -153,7 +153,7 @@ pub struct Status {
     pub format_version: u32,
     /// The model the store runs.
     #[serde(default)]
-    pub model: crate::engine::ModelKind,
+    pub model: novad_models::ModelKind,
     /// Its parameters (the JSON image of the model's parameter set).
     pub params: Option<serde_json::Value>,
     pub state: Option<StateMeta>,
@@ -178,17 +178,17 @@ pub fn status(db: &sled::Db, n_recent: usize) -> Result<Status, QueryError> {
         .get(KEY_FORMAT)?
         .and_then(|v| postcard::from_bytes(&v).ok())
         .unwrap_or(0);
-    let model: crate::engine::ModelKind = match meta.get(crate::store::schema::KEY_MODEL)? {
+    let model: novad_models::ModelKind = match meta.get(crate::store::schema::KEY_MODEL)? {
         None => Default::default(),
         Some(v) => postcard::from_bytes(&v).map_err(QueryError::corrupt("model kind"))?,
     };
     let params = match meta.get(KEY_PARAMS)? {
         None => None,
         Some(v) => Some(
-            crate::engine::ModelParams::from_bytes(model, &v)
-                .map_err(|reason| QueryError::Corrupt {
+            novad_models::ModelParams::from_bytes(model, &v)
+                .map_err(|e| QueryError::Corrupt {
                     what: "parameter set",
-                    reason,
+                    reason: e.to_string(),
                 })?
                 .to_json(),
         ),
@@ -405,9 +405,9 @@ pub fn write_status(out: &mut dyn Write, s: &Status) -> std::io::Result<()> {
 }
 
 /// Display name of a topic kind.
-pub fn kind_name(k: crate::topics::TopicKind) -> &'static str {
+pub fn kind_name(k: novad_models::TopicKind) -> &'static str {
     match k {
-        crate::topics::TopicKind::Emerging => "emerging",
-        crate::topics::TopicKind::Evolving => "evolving",
+        novad_models::TopicKind::Emerging => "emerging",
+        novad_models::TopicKind::Evolving => "evolving",
     }
 }

@@ -342,7 +342,7 @@ fn a_format_2_store_gets_its_model_kind_and_topic_fields_by_migration() {
             ))
             .unwrap();
             topics
-                .insert(novad::topics::topic_key(step, id), v2)
+                .insert(novad::store::schema::topic_key(step, id), v2)
                 .unwrap();
         }
         let meta = db.open_tree("meta").unwrap();

@@ -19,9 +19,9 @@ use std::time::{Duration, Instant, SystemTime};
 use notify::{RecursiveMode, Watcher};
 use thiserror::Error;
 
-use crate::engine::ModelParams;
 use crate::ingest::{IngestError, Ingestor, Outcome};
 use crate::store::StoreError;
+use novad_models::ModelParams;
 
 pub const PROCESSED: &str = "processed";
 pub const REJECTED: &str = "rejected";

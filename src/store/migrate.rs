@@ -1,10 +1,7 @@
-//! The migrations runner. The migrations themselves live in the top-level `migrations/`
-//! directory, one file per format step.
+//! The migrations runner. The migrations themselves live in the `novad-migrations` crate (the
+//! top-level `migrations/` directory), one file per format step.
 
-#[path = "../../migrations/mod.rs"]
-mod list;
-
-pub use list::{Migration, MIGRATIONS};
+pub use novad_migrations::{Migration, MIGRATIONS};
 
 use super::schema::{FORMAT_VERSION, KEY_FORMAT, META};
 use super::{snapshot, Store, StoreError};

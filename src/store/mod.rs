@@ -13,8 +13,9 @@
 //!   (sled does not reclaim large values well).
 
 pub mod migrate;
-pub mod schema;
+pub use novad_migrations::schema;
 pub mod snapshot;
+pub mod topics;
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
@@ -24,12 +25,12 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
 use thiserror::Error;
 
-use crate::detector::{EngineError, Model, ModelParts};
-use crate::engine::ModelKind;
-use crate::engine::{Engine, ModelParams, PartsModel};
-use crate::params::Params;
-use crate::text::Vocabulary;
-use crate::threshold::ScoreHistory;
+use novad_models::l1::{Model, ModelParts};
+use novad_models::text::Vocabulary;
+use novad_models::threshold::ScoreHistory;
+use novad_models::Params;
+use novad_models::{Engine, ModelParams, PartsModel};
+use novad_models::{EngineError, ModelKind};
 use schema::*;
 
 #[derive(Debug, Error)]

@@ -21,14 +21,14 @@ pub fn bin() -> PathBuf {
 }
 
 pub fn archive() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/20news-bydate.tar.gz")
+    novad_lab::corpus::archive_20news()
 }
 
 /// Posts of 20NG (group, text; train and test), in a fixed interleaved order, read once.
 pub fn posts() -> &'static [(String, String)] {
     static P: OnceLock<Vec<(String, String)>> = OnceLock::new();
     P.get_or_init(|| {
-        let mut all = novad::corpus::read_20news(&archive()).expect("20NG archive");
+        let mut all = novad_lab::corpus::read_20news(&archive()).expect("20NG archive");
         all.retain(|p| !p.text.trim().is_empty());
         // interleave groups deterministically: sort by (number mod 97, group, number)
         all.sort_by_key(|p| (p.number % 97, p.group.clone(), p.number));

@@ -14,7 +14,7 @@ use super::limits::{DeadlineStream, Limits};
 use super::{socket_path, ErrorKind, Request, Trailer};
 use crate::query::{QueryError, Status, VerdictFilter};
 use crate::store::schema::VerdictRecord;
-use crate::topics::TopicRecord;
+use crate::store::schema::TopicRecord;
 
 /// First pause after a "busy" answer. Each further one doubles, up to [`MAX_PAUSE`]; the
 /// pause actually slept is drawn uniformly from its upper half, so clients turned away

@@ -1,0 +1,64 @@
+//! The label-free default threshold on 20 Newsgroups: how many non-novel documents it flags
+//! (false-positive rate) and how many novel ones it catches, per CIKM timestep.
+//!
+//!     cargo run --release --example threshold_fpr -- [seed] [params.toml]
+//!
+//! Runs the detector (the default parameters, or a TOML file) through the CIKM protocol of
+//! `novad eval` and reads each verdict's `novel` flag as the daemon would store it.
+use std::path::Path;
+
+use novad_lab::eval::{cikm_protocol, CikmSizes};
+use novad_models::{Model, Params};
+
+fn main() {
+    let mut a = std::env::args().skip(1);
+    let seed: u64 = a.next().map(|s| s.parse().unwrap()).unwrap_or(0);
+    let mut params = match a.next() {
+        Some(p) => toml::from_str(&std::fs::read_to_string(p).unwrap()).unwrap(),
+        None => Params::default(),
+    };
+    params.seed = seed;
+    let posts =
+        novad_lab::corpus::read_20news(Path::new("../shared/data/20news-bydate.tar.gz")).unwrap();
+    let stream = cikm_protocol(&posts, &CikmSizes::default(), seed).unwrap();
+    let mut model = Model::new(params).unwrap();
+    println!("timestep  threshold  FPR(non-novel flagged)  TPR(novel flagged)  flagged");
+    let (mut fp, mut neg, mut tp, mut pos) = (0usize, 0usize, 0usize, 0usize);
+    for (t, ts) in stream.timesteps.iter().enumerate() {
+        let texts: Vec<&str> = ts.docs.iter().map(|d| d.text.as_str()).collect();
+        let (m, out) = model.step(&texts).unwrap();
+        model = m;
+        if ts.bootstrap {
+            continue;
+        }
+        let (mut f, mut n, mut tt, mut p) = (0, 0, 0, 0);
+        for (d, v) in ts.docs.iter().zip(&out.verdicts) {
+            if v.empty {
+                continue;
+            }
+            if d.novel {
+                p += 1;
+                tt += v.novel as usize;
+            } else {
+                n += 1;
+                f += v.novel as usize;
+            }
+        }
+        println!(
+            "{t:>8} {:>10.4} {:>23.3} {:>19.3} {:>8}",
+            out.stats.threshold.unwrap_or(f64::NAN),
+            f as f64 / n as f64,
+            tt as f64 / p as f64,
+            out.stats.novel
+        );
+        fp += f;
+        neg += n;
+        tp += tt;
+        pos += p;
+    }
+    println!(
+        "all: FPR {:.3} ({fp}/{neg} non-novel flagged), TPR {:.3} ({tp}/{pos} novel flagged)",
+        fp as f64 / neg as f64,
+        tp as f64 / pos as f64
+    );
+}

@@ -1,0 +1,458 @@
+//! One timestep end to end: vectorize, code, score, threshold, OIADMM — a pure function
+//! `(model, batch) → (new model, verdicts)`. The old model is never modified, so a caller that
+//! fails to persist the new one simply keeps the old.
+
+use std::time::Instant;
+
+use ndarray::Array2;
+use serde::{Deserialize, Serialize};
+
+use crate::l1::coding::{code_batch, CodingDict};
+use crate::l1::dictclust::dictclust;
+use crate::l1::dictionary::{
+    bootstrap, codes_to_csc, docs_to_csr, oiadmm_step, refresh_atoms, remap_rows, Multiplier,
+};
+use crate::l1::params::Params;
+use crate::model::{Code, EngineError, ParamsError, StepOutput, StepStats, Verdict};
+use crate::text::{tfidf_l1, SparseDoc, Tokenizer, Vocabulary};
+use crate::threshold::{decide, ScoreHistory, ThresholdRule};
+
+/// The complete model state: parameters, vocabulary, dictionary Â (m × k), multiplier Δ
+/// (m × n_prev), score history, timestep.
+///
+/// Invariants: `dict.nrows() == delta.nrows() == vocab.len()`; `dict.ncols() == last_used.len()`
+/// (= `params.k`, or within the adaptive bounds when atoms are injected and retired);
+/// Â ∈ 𝒜; every value finite; params valid.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Model {
+    params: Params,
+    vocab: Vocabulary,
+    dict: Array2<f32>,
+    delta: Multiplier,
+    history: ScoreHistory,
+    /// Per atom, the last timestep it had a non-zero code (or was created).
+    last_used: Vec<u64>,
+    timestep: u64,
+    bootstrapped: bool,
+}
+
+impl Model {
+    /// An empty model (no vocabulary, not bootstrapped).
+    pub fn new(params: Params) -> Result<Model, ParamsError> {
+        params.validate()?;
+        Ok(Model {
+            vocab: Vocabulary::new(params.text.max_terms),
+            dict: Array2::zeros((0, params.k)),
+            delta: Multiplier::zeros(0, 0),
+            history: ScoreHistory::default(),
+            last_used: vec![0; params.k],
+            timestep: 0,
+            bootstrapped: false,
+            params,
+        })
+    }
+
+    /// Reassemble a model from its parts (e.g. read back from a store), checking every
+    /// invariant.
+    pub fn from_parts(parts: ModelParts) -> Result<Model, EngineError> {
+        parts.params.validate()?;
+        let m = parts.vocab.len();
+        let k = parts.dict.ncols();
+        let (kmin, kmax) = parts.params.atom_bounds();
+        if parts.dict.nrows() != m || k < kmin || k > kmax {
+            return Err(EngineError::Inconsistent(format!(
+                "dictionary is {:?}, expected {m} rows and {kmin}..={kmax} atoms",
+                parts.dict.dim(),
+            )));
+        }
+        if parts.delta.nrows() != m {
+            return Err(EngineError::Inconsistent(format!(
+                "Δ has {} rows, vocabulary {m} terms",
+                parts.delta.nrows()
+            )));
+        }
+        if parts.last_used.len() != k {
+            return Err(EngineError::Inconsistent(format!(
+                "{} atom ages for {k} atoms",
+                parts.last_used.len(),
+            )));
+        }
+        if parts.history.weights.len() != crate::threshold::BINS {
+            return Err(EngineError::Inconsistent("score history size".into()));
+        }
+        if !crate::l1::dictionary::in_dictionary_set(&parts.dict, 1e-4) {
+            return Err(EngineError::NonFinite("dictionary (or it left 𝒜)"));
+        }
+        if !parts.delta.is_valid() {
+            return Err(EngineError::NonFinite("Δ (or its structure is invalid)"));
+        }
+        Ok(Model {
+            params: parts.params,
+            vocab: parts.vocab,
+            dict: parts.dict,
+            delta: parts.delta,
+            history: parts.history,
+            last_used: parts.last_used,
+            timestep: parts.timestep,
+            bootstrapped: parts.bootstrapped,
+        })
+    }
+
+    /// Split into parts (for storage).
+    pub fn into_parts(self) -> ModelParts {
+        ModelParts {
+            params: self.params,
+            vocab: self.vocab,
+            dict: self.dict,
+            delta: self.delta,
+            history: self.history,
+            last_used: self.last_used,
+            timestep: self.timestep,
+            bootstrapped: self.bootstrapped,
+        }
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+    pub fn vocab(&self) -> &Vocabulary {
+        &self.vocab
+    }
+    /// Â, m × k (rows = terms).
+    pub fn dictionary(&self) -> &Array2<f32> {
+        &self.dict
+    }
+    /// Δ, m × n of the last batch (m × 0 when Δ is not carried between batches).
+    pub fn delta(&self) -> &Multiplier {
+        &self.delta
+    }
+    pub fn history(&self) -> &ScoreHistory {
+        &self.history
+    }
+    /// Per atom, the last timestep it was used by a code (or created).
+    pub fn atom_last_used(&self) -> &[u64] {
+        &self.last_used
+    }
+    /// Number of timesteps processed so far (= index of the next one).
+    pub fn timestep(&self) -> u64 {
+        self.timestep
+    }
+    pub fn is_bootstrapped(&self) -> bool {
+        self.bootstrapped
+    }
+
+    /// Deterministic serialisation of the whole state (postcard).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).expect("model serialises")
+    }
+
+    /// Vectorize texts against a vocabulary *without* changing it (unknown terms dropped):
+    /// for scoring or inspection outside the stream.
+    pub fn vectorize_frozen(&self, texts: &[&str]) -> Vec<SparseDoc> {
+        let tok = self.tokenizer();
+        texts
+            .iter()
+            .map(|t| {
+                let c = self.vocab.counts(&tok.tokens(t));
+                tfidf_l1(&c, |id| self.vocab.df(id), self.vocab.docs_seen())
+            })
+            .collect()
+    }
+
+    fn tokenizer(&self) -> Tokenizer {
+        self.params.text.tokenizer()
+    }
+
+    /// Process one batch (one timestep). The first batch with a non-empty document bootstraps
+    /// the dictionary; its documents get `bootstrap = true` verdicts. Later batches are scored
+    /// against Â_t, thresholded, and Â, Δ updated by OIADMM.
+    pub fn step<D: AsRef<str> + Sync>(
+        &self,
+        docs: &[D],
+    ) -> Result<(Model, StepOutput), EngineError> {
+        let t0 = Instant::now();
+        let p = &self.params;
+        let tok = self.tokenizer();
+        let tokens: Vec<Vec<String>> = docs.iter().map(|d| tok.tokens(d.as_ref())).collect();
+        let mut vocab = self.vocab.clone();
+        let (counts, change) = vocab.observe(&tokens, self.timestep);
+        let vectors: Vec<SparseDoc> = counts
+            .iter()
+            .map(|c| tfidf_l1(c, |id| vocab.df(id), vocab.docs_seen()))
+            .collect();
+        let m = vocab.len();
+        let mut dict = remap_rows(&self.dict, &change.remap);
+        let n = docs.len();
+        let eligible: Vec<bool> = vectors.iter().map(|v| !v.is_empty()).collect();
+        let any_doc = eligible.iter().any(|&e| e);
+        let mut stats = StepStats {
+            timestep: self.timestep,
+            docs: n,
+            empty: eligible.iter().filter(|&&e| !e).count(),
+            new_terms: change.added,
+            evicted_terms: change.evicted,
+            vocabulary: m,
+            seconds_vectorize: t0.elapsed().as_secs_f64(),
+            ..Default::default()
+        };
+        let mut history = self.history.clone();
+        let mut bootstrapped = self.bootstrapped;
+        let is_bootstrap = !self.bootstrapped && any_doc;
+        let t1 = Instant::now();
+        if is_bootstrap {
+            dict = bootstrap(&vectors, m, p.k, &p.coding, &p.bootstrap, p.seed);
+            bootstrapped = true;
+        }
+        let codes = if bootstrapped {
+            let cd = CodingDict::new(dict.view(), p.coding.step);
+            code_batch(&cd, &vectors, &p.coding)
+        } else {
+            vectors
+                .iter()
+                .map(|v| Code {
+                    atoms: vec![],
+                    weights: vec![],
+                    score: v.l1(),
+                    ceiling: v.l1(),
+                    iterations: 0,
+                    active_atoms: 0,
+                    residual: vec![],
+                })
+                .collect()
+        };
+        stats.seconds_coding = t1.elapsed().as_secs_f64();
+        // Mass on terms never seen before this batch (known to the vocabulary, not to any past
+        // timestep): optionally part of the score. The bootstrap batch has no past: 0.
+        let alpha = p.unseen_weight;
+        let unseen: Vec<f64> = vectors
+            .iter()
+            .map(|v| {
+                if is_bootstrap || alpha == 0.0 {
+                    return 0.0;
+                }
+                v.ids
+                    .iter()
+                    .zip(&v.vals)
+                    .filter(|(&id, _)| self.vocab.id(vocab.term(id)).is_none())
+                    .map(|(_, &x)| x)
+                    .sum()
+            })
+            .collect();
+        let scores: Vec<f64> = codes
+            .iter()
+            .zip(&unseen)
+            .map(|(c, &u)| (c.score + alpha * u) / (1.0 + alpha))
+            .collect();
+        if scores.iter().any(|s| !s.is_finite()) {
+            return Err(EngineError::NonFinite("scores"));
+        }
+        let (novel, thr) = if is_bootstrap || !bootstrapped {
+            (vec![false; n], f64::INFINITY)
+        } else {
+            decide(&p.threshold, &history, &scores, &eligible)
+        };
+        stats.threshold = thr.is_finite().then_some(thr);
+        let half_life = match p.threshold {
+            ThresholdRule::Adaptive { half_life, .. } => half_life,
+            _ => 0.0,
+        };
+        let kept: Vec<f64> = scores
+            .iter()
+            .zip(&eligible)
+            .filter(|(_, &e)| e)
+            .map(|(&s, _)| s)
+            .collect();
+        // The bootstrap batch is scored in-sample (against atoms learned from itself), which
+        // biases its scores low; it does not enter the history the adaptive rule uses, so the
+        // first batch after it falls back to the top (1 − quantile) share.
+        if bootstrapped && !is_bootstrap && !kept.is_empty() {
+            history.update(&kept, half_life);
+        }
+
+        // Emerging topics among the novel documents (DICTCLUST), judged by Â_t like the scores.
+        let t_topics = Instant::now();
+        let topics = match &p.topics {
+            Some(tp) if !is_bootstrap && bootstrapped => {
+                let novel_idx: Vec<usize> = (0..n).filter(|&j| novel[j]).collect();
+                dictclust(
+                    &vectors,
+                    &scores,
+                    &novel_idx,
+                    m,
+                    &p.coding,
+                    tp,
+                    p.seed ^ self.timestep.wrapping_mul(0xA24B_AED4_963E_E407),
+                )
+                .0
+            }
+            _ => Vec::new(),
+        };
+        stats.topics = topics.len();
+        stats.seconds_topics = t_topics.elapsed().as_secs_f64();
+
+        // Dictionary update (not on the bootstrap batch, not before bootstrap, not on an empty
+        // batch).
+        let t2 = Instant::now();
+        let (dict, delta) = if bootstrapped && !is_bootstrap && n > 0 {
+            let pm = docs_to_csr(&vectors, m);
+            let x = codes_to_csc(&codes, dict.ncols());
+            if p.oiadmm.carry_delta {
+                let mut delta = self.delta.remap_resize(&change.remap, n);
+                let (a, st) = oiadmm_step(&pm, &dict, Some(&mut delta), &x, &p.oiadmm);
+                stats.oiadmm = st;
+                (a, delta)
+            } else {
+                let (a, st) = oiadmm_step(&pm, &dict, None, &x, &p.oiadmm);
+                stats.oiadmm = st;
+                (a, Multiplier::zeros(m, 0))
+            }
+        } else {
+            let n_prev = self.delta.ncols();
+            (dict, self.delta.remap_resize(&change.remap, n_prev))
+        };
+        // Atom ages, then the refresh of the least-used atoms (after OIADMM: new atoms have no
+        // code in this batch, so the update would not touch them anyway).
+        let mut last_used = self.last_used.clone();
+        let mut usage = vec![0u32; dict.ncols()];
+        for c in &codes {
+            for &a in &c.atoms {
+                usage[a as usize] += 1;
+                last_used[a as usize] = self.timestep;
+            }
+        }
+        let mut dict = dict;
+        if is_bootstrap {
+            for (j, lu) in last_used.iter_mut().enumerate() {
+                if dict.column(j).iter().any(|&v| v > 0.0) {
+                    *lu = self.timestep;
+                }
+            }
+        } else if bootstrapped && n > 0 {
+            if let Some(rp) = &p.refresh {
+                let replaced = refresh_atoms(
+                    &mut dict,
+                    &mut last_used,
+                    &usage,
+                    &vectors,
+                    &scores,
+                    rp,
+                    p.seed,
+                    self.timestep,
+                );
+                stats.atoms_refreshed = replaced.len();
+            }
+        }
+        // Adaptive dictionary size: emerging topics become atoms, long-unused atoms retire.
+        if let (Some(ad), true) = (&p.adapt, bootstrapped && !is_bootstrap) {
+            let (kmin, kmax) = p.atom_bounds();
+            if ad.inject {
+                for t in &topics {
+                    if dict.ncols() >= kmax {
+                        break;
+                    }
+                    let mut col = ndarray::Array1::<f32>::zeros(m);
+                    for &(i, v) in &t.atom_vector {
+                        col[i as usize] = v;
+                    }
+                    dict.push_column(col.view()).expect("same rows");
+                    last_used.push(self.timestep);
+                    stats.atoms_injected += 1;
+                }
+            }
+            if ad.retire_after > 0 {
+                let mut order: Vec<usize> = (0..dict.ncols())
+                    .filter(|&j| last_used[j] + ad.retire_after < self.timestep)
+                    .collect();
+                order.sort_by_key(|&j| (last_used[j], j));
+                let removable = dict.ncols().saturating_sub(kmin);
+                order.truncate(removable);
+                if !order.is_empty() {
+                    let keep: Vec<usize> =
+                        (0..dict.ncols()).filter(|j| !order.contains(j)).collect();
+                    dict = dict.select(ndarray::Axis(1), &keep);
+                    last_used = keep.iter().map(|&j| last_used[j]).collect();
+                    stats.atoms_retired = order.len();
+                }
+            }
+        }
+        if !dict.is_standard_layout() {
+            // appending columns may leave another memory order; the row-major invariant holds
+            dict = dict.as_standard_layout().into_owned();
+        }
+        stats.atoms = dict.ncols();
+        stats.seconds_update = t2.elapsed().as_secs_f64();
+        if dict.iter().any(|v| !v.is_finite()) {
+            return Err(EngineError::NonFinite("dictionary"));
+        }
+        if !delta.is_valid() {
+            return Err(EngineError::NonFinite("Δ"));
+        }
+
+        let n_kept = kept.len().max(1) as f64;
+        stats.ceiling_fraction = codes.iter().filter(|c| c.at_ceiling()).count() as f64 / n_kept;
+        stats.mean_iterations = codes
+            .iter()
+            .zip(&eligible)
+            .filter(|(_, &e)| e)
+            .map(|(c, _)| c.iterations as f64)
+            .sum::<f64>()
+            / n_kept;
+        stats.mean_code_nnz = codes.iter().map(|c| c.atoms.len() as f64).sum::<f64>() / n_kept;
+        // atoms of Â_t (the dictionary the codes refer to) used by this batch
+        stats.atoms_used = usage.iter().filter(|&&u| u > 0).count();
+        stats.novel = novel.iter().filter(|&&b| b).count();
+        stats.bootstrap = is_bootstrap;
+
+        let verdicts = codes
+            .iter()
+            .zip(&novel)
+            .zip(&eligible)
+            .zip(&scores)
+            .map(|(((c, &nv), &e), &score)| Verdict {
+                score,
+                novel: nv,
+                bootstrap: is_bootstrap,
+                empty: !e,
+                at_ceiling: c.at_ceiling(),
+                terms: c
+                    .residual
+                    .iter()
+                    .map(|&(id, r)| (vocab.term(id).to_string(), r))
+                    .collect(),
+            })
+            .collect();
+        let model = Model {
+            params: self.params.clone(),
+            vocab,
+            dict,
+            delta,
+            history,
+            last_used,
+            timestep: self.timestep + 1,
+            bootstrapped,
+        };
+        Ok((
+            model,
+            StepOutput {
+                verdicts,
+                vectors,
+                codes,
+                topics,
+                stats,
+            },
+        ))
+    }
+}
+
+/// The parts of a [`Model`], for storage layers that persist them separately.
+#[derive(Debug, Clone)]
+pub struct ModelParts {
+    pub params: Params,
+    pub vocab: Vocabulary,
+    pub dict: Array2<f32>,
+    pub delta: Multiplier,
+    pub history: ScoreHistory,
+    pub last_used: Vec<u64>,
+    pub timestep: u64,
+    pub bootstrapped: bool,
+}

@@ -1,0 +1,453 @@
+use ndarray::Array2;
+use rand::seq::index::sample;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use sprs::CsMat;
+
+use super::{coded_columns, codes_to_csc, docs_to_csr, project_columns};
+use crate::l1::coding::{code_batch, CodingDict, CodingParams};
+use crate::linalg::{psi_max_codes, soft};
+use crate::text::SparseDoc;
+
+/// How the k initial atoms are chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AtomInit {
+    /// k distinct documents drawn at random (seeded) — the paper's choice.
+    RandomDocuments,
+    /// Spherical k-means on the documents (seeded k-means from random documents), each centroid
+    /// cut to its `top_terms` largest entries and scaled to unit ℓ1 norm.
+    KMeans { top_terms: usize, iterations: u32 },
+    /// Farthest-first traversal: a random first document, then each next atom is the document
+    /// least similar (cosine) to every atom chosen so far — every well-separated group of
+    /// documents gets an atom once k is at least the number of groups.
+    FarthestFirst,
+}
+
+/// Parameters of the bootstrap (alternating Algorithms 5 and 6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BootstrapParams {
+    /// Alternations of (code all documents, A-step). 0 keeps the initial atoms.
+    pub alternations: u32,
+    /// ADMM iterations of each A-step (Algorithm 6).
+    pub a_step_iter: u32,
+    pub init: AtomInit,
+}
+
+impl BootstrapParams {
+    pub fn paper() -> Self {
+        BootstrapParams {
+            alternations: 3,
+            a_step_iter: 30,
+            init: AtomInit::RandomDocuments,
+        }
+    }
+}
+
+/// The initial m × k dictionary. Non-empty documents are the candidates; with fewer than k of
+/// them the remaining atoms are zero columns (still in 𝒜, never used by a code). Deterministic
+/// in `seed`.
+pub fn init_atoms(
+    docs: &[SparseDoc],
+    m: usize,
+    k: usize,
+    init: &AtomInit,
+    seed: u64,
+) -> Array2<f32> {
+    let cand: Vec<usize> = (0..docs.len()).filter(|&j| !docs[j].is_empty()).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let take = k.min(cand.len());
+    let mut chosen: Vec<usize> = match init {
+        AtomInit::FarthestFirst => farthest_first(docs, &cand, take, m, &mut rng),
+        _ => sample(&mut rng, cand.len(), take)
+            .into_iter()
+            .map(|i| cand[i])
+            .collect(),
+    };
+    chosen.sort_unstable();
+    let mut a = Array2::<f32>::zeros((m, k));
+    match init {
+        AtomInit::RandomDocuments | AtomInit::FarthestFirst => {
+            for (c, &j) in chosen.iter().enumerate() {
+                for (&i, &v) in docs[j].ids.iter().zip(&docs[j].vals) {
+                    a[[i as usize, c]] = v as f32;
+                }
+            }
+        }
+        AtomInit::KMeans {
+            top_terms,
+            iterations,
+        } => {
+            let cents = spherical_kmeans(docs, &cand, &chosen, m, *iterations);
+            for (c, cent) in cents.iter().enumerate() {
+                for (i, v) in top_terms_unit_l1(cent, *top_terms) {
+                    a[[i, c]] = v as f32;
+                }
+            }
+        }
+    }
+    // Rounding to f32 can push a column sum a hair above 1: project to stay inside 𝒜.
+    let mut a64 = a.mapv(|v| v as f64);
+    project_columns(&mut a64);
+    a64.mapv(|v| v as f32)
+}
+
+/// A centroid cut to its `top` largest positive entries (ties by index) and scaled to unit ℓ1
+/// norm, as (term, weight) pairs; empty for a centroid with no positive entry.
+pub(crate) fn top_terms_unit_l1(cent: &[f64], top: usize) -> Vec<(usize, f64)> {
+    let mut idx: Vec<usize> = (0..cent.len()).filter(|&i| cent[i] > 0.0).collect();
+    idx.sort_by(|&x, &y| cent[y].total_cmp(&cent[x]).then(x.cmp(&y)));
+    idx.truncate(top);
+    let s: f64 = idx.iter().map(|&i| cent[i]).sum();
+    if s > 0.0 {
+        idx.into_iter().map(|i| (i, cent[i] / s)).collect()
+    } else {
+        Vec::new()
+    }
+}
+
+/// Farthest-first traversal in cosine similarity over the candidate documents.
+fn farthest_first(
+    docs: &[SparseDoc],
+    cand: &[usize],
+    take: usize,
+    m: usize,
+    rng: &mut ChaCha8Rng,
+) -> Vec<usize> {
+    if take == 0 {
+        return Vec::new();
+    }
+    let norm = |d: &SparseDoc| d.vals.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let norms: Vec<f64> = cand.iter().map(|&j| norm(&docs[j])).collect();
+    let mut best = vec![f64::NEG_INFINITY; cand.len()];
+    let mut chosen = Vec::with_capacity(take);
+    let mut next = sample(rng, cand.len(), 1).index(0);
+    let mut dense = vec![0.0f64; m];
+    for _ in 0..take {
+        chosen.push(cand[next]);
+        best[next] = f64::INFINITY;
+        let d = &docs[cand[next]];
+        let nd = norms[next];
+        for (&i, &v) in d.ids.iter().zip(&d.vals) {
+            dense[i as usize] = v / nd;
+        }
+        for (q, &j) in cand.iter().enumerate() {
+            if best[q] == f64::INFINITY {
+                continue;
+            }
+            let e = &docs[j];
+            let s: f64 = e
+                .ids
+                .iter()
+                .zip(&e.vals)
+                .map(|(&i, &v)| dense[i as usize] * v)
+                .sum::<f64>()
+                / norms[q];
+            best[q] = best[q].max(s);
+        }
+        for &i in &d.ids {
+            dense[i as usize] = 0.0;
+        }
+        // least similar to everything chosen; ties by position
+        let mut pick = None;
+        for q in 0..cand.len() {
+            if best[q] != f64::INFINITY && pick.is_none_or(|p: usize| best[q] < best[p]) {
+                pick = Some(q);
+            }
+        }
+        match pick {
+            Some(p) => next = p,
+            None => break,
+        }
+    }
+    chosen
+}
+
+/// Spherical k-means over the candidate documents (ℓ2-normalised), starting from `seeds`.
+/// Returns one dense centroid (length m, ℓ2-normalised, non-negative) per seed.
+pub(crate) fn spherical_kmeans(
+    docs: &[SparseDoc],
+    cand: &[usize],
+    seeds: &[usize],
+    m: usize,
+    iterations: u32,
+) -> Vec<Vec<f64>> {
+    let unit = |d: &SparseDoc| -> Vec<(u32, f64)> {
+        let n = d.vals.iter().map(|v| v * v).sum::<f64>().sqrt();
+        d.ids
+            .iter()
+            .zip(&d.vals)
+            .map(|(&i, &v)| (i, v / n))
+            .collect()
+    };
+    let vecs: Vec<Vec<(u32, f64)>> = cand.iter().map(|&j| unit(&docs[j])).collect();
+    let k = seeds.len();
+    let mut cents: Vec<Vec<f64>> = seeds
+        .iter()
+        .map(|&j| {
+            let mut c = vec![0.0; m];
+            for (i, v) in unit(&docs[j]) {
+                c[i as usize] = v;
+            }
+            c
+        })
+        .collect();
+    for _ in 0..iterations {
+        // term-major copy for cache-friendly dot products
+        let mut tm = vec![0.0f64; m * k];
+        for (c, cent) in cents.iter().enumerate() {
+            for (i, &v) in cent.iter().enumerate() {
+                if v != 0.0 {
+                    tm[i * k + c] = v;
+                }
+            }
+        }
+        let assign: Vec<usize> = vecs
+            .par_iter()
+            .map(|v| {
+                let mut s = vec![0.0f64; k];
+                for &(i, x) in v {
+                    for (sc, &cv) in s.iter_mut().zip(&tm[i as usize * k..(i as usize + 1) * k]) {
+                        *sc += x * cv;
+                    }
+                }
+                let mut best = 0;
+                for c in 1..k {
+                    if s[c] > s[best] {
+                        best = c;
+                    }
+                }
+                best
+            })
+            .collect();
+        let mut sums = vec![vec![0.0f64; 0]; k];
+        for (v, &c) in vecs.iter().zip(&assign) {
+            if sums[c].is_empty() {
+                sums[c] = vec![0.0; m];
+            }
+            for &(i, x) in v {
+                sums[c][i as usize] += x;
+            }
+        }
+        for (c, s) in sums.into_iter().enumerate() {
+            let n = s.iter().map(|v| v * v).sum::<f64>().sqrt();
+            if n > 0.0 {
+                cents[c] = s.into_iter().map(|v| v / n).collect();
+            }
+        }
+    }
+    cents
+}
+
+/// The batch A-step (Algorithm 6): approximately solve min_{A ∈ 𝒜} ‖P − A X‖₁ by `iters`
+/// ADMM iterations warm-started at `a0`. `p` is m × n CSR, `x` is k × n CSC.
+///
+/// Exact reduction: a document whose code is zero contributes nothing to the A-gradient
+/// (G = (AX + E − P − ρ/φ) Xᵀ only reads columns with X_j ≠ 0) and its E, ρ columns never
+/// feed back, so only the n_c documents with a non-zero code are carried. E and ρ are dense
+/// m × n_c (stored `f32`, computed in `f64`): memory 8·m·n_c bytes.
+/// Guarantees: the result is in 𝒜 and finite; with all codes zero it equals Π_𝒜(a0).
+pub fn a_step(
+    p: &CsMat<f64>,
+    x: &CsMat<f64>,
+    a0: &Array2<f32>,
+    phi: f64,
+    gamma: f64,
+    iters: u32,
+) -> Array2<f32> {
+    let keep: Vec<usize> = (0..x.cols())
+        .filter(|&j| x.outer_view(j).is_some_and(|c| c.nnz() > 0))
+        .collect();
+    if keep.len() < x.cols() {
+        let pc = p.to_csc();
+        let mut cols_p = Vec::with_capacity(keep.len());
+        let mut cols_x = Vec::with_capacity(keep.len());
+        for &j in &keep {
+            cols_p.push(pc.outer_view(j).unwrap().to_owned());
+            cols_x.push(x.outer_view(j).unwrap().to_owned());
+        }
+        let pr = stack_csc(p.rows(), &cols_p).to_csr();
+        let xr = stack_csc(x.rows(), &cols_x);
+        return a_step_dense(&pr, &xr, a0, phi, gamma, iters);
+    }
+    a_step_dense(p, x, a0, phi, gamma, iters)
+}
+
+fn stack_csc(rows: usize, cols: &[sprs::CsVec<f64>]) -> CsMat<f64> {
+    let mut indptr = vec![0];
+    let mut indices = Vec::new();
+    let mut data = Vec::new();
+    for c in cols {
+        indices.extend_from_slice(c.indices());
+        data.extend_from_slice(c.data());
+        indptr.push(indices.len());
+    }
+    CsMat::new_csc((rows, cols.len()), indptr, indices, data)
+}
+
+fn a_step_dense(
+    p: &CsMat<f64>,
+    x: &CsMat<f64>,
+    a0: &Array2<f32>,
+    phi: f64,
+    gamma: f64,
+    iters: u32,
+) -> Array2<f32> {
+    let (m, k) = a0.dim();
+    let n = x.cols();
+    let psi = psi_max_codes(x);
+    let mut a = a0.mapv(|v| v as f64);
+    if psi <= 0.0 || iters == 0 || n == 0 {
+        project_columns(&mut a);
+        return a.mapv(|v| v as f32);
+    }
+    let kappa = 1.0 / psi;
+    let coded = coded_columns(x);
+    let mut e = Array2::<f32>::zeros((m, n));
+    let mut rho = Array2::<f32>::zeros((m, n));
+    // E₁ = P
+    for (i, row) in p.outer_iterator().enumerate() {
+        for (j, &v) in row.iter() {
+            e[[i, j]] = v as f32;
+        }
+    }
+    let inv_phi = 1.0 / phi;
+    // double buffer: `a_old` holds the previous iterate while `a` is rewritten
+    let mut a_old = a.clone();
+    for _ in 0..iters {
+        std::mem::swap(&mut a, &mut a_old);
+        let a_sl = a_old.as_slice().unwrap();
+        let e_sl = e.as_slice_mut().unwrap();
+        let r_sl = rho.as_slice().unwrap();
+        // Pass 1: E update (all entries) and A' = max(A − κ G, 0), G = (AX + E − P − ρ/φ) Xᵀ.
+        a.as_slice_mut()
+            .unwrap()
+            .par_chunks_mut(k)
+            .zip(e_sl.par_chunks_mut(n))
+            .enumerate()
+            .for_each_init(
+                || (vec![0.0f64; n], vec![0.0f64; n]),
+                |(pbuf, ax), (i, (out, e_row))| {
+                    let a_row = &a_sl[i * k..(i + 1) * k];
+                    out.copy_from_slice(a_row);
+                    let r_row = &r_sl[i * n..(i + 1) * n];
+                    pbuf.iter_mut().for_each(|v| *v = 0.0);
+                    ax.iter_mut().for_each(|v| *v = 0.0);
+                    for (j, &v) in p.outer_view(i).unwrap().iter() {
+                        pbuf[j] = v;
+                    }
+                    for (j, code) in &coded {
+                        ax[*j] = code.iter().map(|&(kk, v)| a_row[kk] * v).sum();
+                    }
+                    for j in 0..n {
+                        let en = soft(pbuf[j] - ax[j] + r_row[j] as f64 * inv_phi, inv_phi);
+                        e_row[j] = en as f32;
+                    }
+                    for (j, code) in &coded {
+                        let u = ax[*j] + e_row[*j] as f64 - pbuf[*j] - r_row[*j] as f64 * inv_phi;
+                        if u != 0.0 {
+                            for &(kk, v) in code {
+                                out[kk] -= kappa * u * v;
+                            }
+                        }
+                    }
+                },
+            );
+        project_columns(&mut a);
+        // Pass 2: ρ += γφ (P − A X − E)
+        let a_sl = a.as_slice().unwrap();
+        let e_sl = e.as_slice().unwrap();
+        rho.as_slice_mut()
+            .unwrap()
+            .par_chunks_mut(n)
+            .enumerate()
+            .for_each_init(
+                || (vec![0.0f64; n], vec![0.0f64; n]),
+                |(pbuf, ax), (i, r_row)| {
+                    let a_row = &a_sl[i * k..(i + 1) * k];
+                    pbuf.iter_mut().for_each(|v| *v = 0.0);
+                    ax.iter_mut().for_each(|v| *v = 0.0);
+                    for (j, &v) in p.outer_view(i).unwrap().iter() {
+                        pbuf[j] = v;
+                    }
+                    for (j, code) in &coded {
+                        ax[*j] = code.iter().map(|&(kk, v)| a_row[kk] * v).sum();
+                    }
+                    let e_row = &e_sl[i * n..(i + 1) * n];
+                    for j in 0..n {
+                        let r = r_row[j] as f64 + gamma * phi * (pbuf[j] - ax[j] - e_row[j] as f64);
+                        r_row[j] = r as f32;
+                    }
+                },
+            );
+    }
+    a.mapv(|v| v as f32)
+}
+
+/// Bootstrap a dictionary from one batch: initial atoms, then `alternations` rounds of coding
+/// every document (Algorithm 5, via [`code_batch`]) and an A-step (Algorithm 6).
+/// Deterministic in `seed`; the result is in 𝒜.
+pub fn bootstrap(
+    docs: &[SparseDoc],
+    m: usize,
+    k: usize,
+    coding: &CodingParams,
+    params: &BootstrapParams,
+    seed: u64,
+) -> Array2<f32> {
+    // Exact reduction to the rows the documents use: every initial atom lives there, and a
+    // row with P = 0 and A = 0 keeps E = ρ = 0 and a zero gradient in the A-step, so it stays
+    // zero. For a small batch over a large vocabulary (the topic stage) this is most of the
+    // work saved.
+    let mut used = vec![false; m];
+    for d in docs {
+        for &i in &d.ids {
+            used[i as usize] = true;
+        }
+    }
+    let rows: Vec<usize> = (0..m).filter(|&i| used[i]).collect();
+    if rows.len() < m {
+        let mut new_id = vec![u32::MAX; m];
+        for (n, &i) in rows.iter().enumerate() {
+            new_id[i] = n as u32;
+        }
+        let compact: Vec<SparseDoc> = docs
+            .iter()
+            .map(|d| SparseDoc {
+                ids: d.ids.iter().map(|&i| new_id[i as usize]).collect(),
+                vals: d.vals.clone(),
+            })
+            .collect();
+        let small = bootstrap_rows(&compact, rows.len(), k, coding, params, seed);
+        let mut a = Array2::<f32>::zeros((m, k));
+        for (n, &i) in rows.iter().enumerate() {
+            a.row_mut(i).assign(&small.row(n));
+        }
+        return a;
+    }
+    bootstrap_rows(docs, m, k, coding, params, seed)
+}
+
+fn bootstrap_rows(
+    docs: &[SparseDoc],
+    m: usize,
+    k: usize,
+    coding: &CodingParams,
+    params: &BootstrapParams,
+    seed: u64,
+) -> Array2<f32> {
+    let mut a = init_atoms(docs, m, k, &params.init, seed);
+    if params.alternations == 0 {
+        return a;
+    }
+    let p = docs_to_csr(docs, m);
+    for _ in 0..params.alternations {
+        let dict = CodingDict::new(a.view(), coding.step);
+        let codes = code_batch(&dict, docs, coding);
+        let x = codes_to_csc(&codes, k);
+        a = a_step(&p, &x, &a, coding.phi, coding.gamma, params.a_step_iter);
+    }
+    a
+}

@@ -1,0 +1,103 @@
+//! The dictionary Â ∈ 𝒜 = {A ≥ 0, ‖A_j‖₁ ≤ 1 for every column j}: projection onto 𝒜, the
+//! online OIADMM update (Algorithm 2), the batch A-step (Algorithm 6) and the bootstrap.
+//!
+//! Layout: a dictionary is an `ndarray` `m × k` matrix in standard (row-major) layout, one row
+//! per vocabulary term, one column per atom, stored as `f32`. Row-major makes the two hot
+//! operations cheap: gathering a document's rows for coding, and appending/evicting term rows
+//! when the vocabulary changes. All updates are computed in `f64` row by row (rows are
+//! independent, so rayon parallelism over rows is deterministic) and rounded to `f32` once.
+
+mod bootstrap;
+mod multiplier;
+mod oiadmm;
+mod project;
+mod refresh;
+
+pub use bootstrap::{a_step, bootstrap, init_atoms, AtomInit, BootstrapParams};
+pub use multiplier::Multiplier;
+pub use oiadmm::{oiadmm_step, OiadmmParams};
+pub use project::{project_columns, project_nonneg_l1_ball};
+pub use refresh::{refresh_atoms, RefreshParams};
+
+use ndarray::Array2;
+use sprs::{CsMat, TriMat};
+
+use crate::model::Code;
+use crate::text::{Remap, SparseDoc};
+
+/// True when every entry is finite and ≥ 0 and every column has ℓ1 norm ≤ 1 + `tol`.
+pub fn in_dictionary_set(a: &Array2<f32>, tol: f64) -> bool {
+    if a.iter().any(|v| !v.is_finite() || *v < 0.0) {
+        return false;
+    }
+    let mut sums = vec![0.0f64; a.ncols()];
+    for row in a.rows() {
+        for (s, &v) in sums.iter_mut().zip(row) {
+            *s += v as f64;
+        }
+    }
+    sums.iter().all(|&s| s <= 1.0 + tol)
+}
+
+/// Apply a vocabulary change to a term-indexed matrix: rows move per `remap`, evicted rows are
+/// dropped, rows of new terms are zero. The result has `remap.new_len` rows.
+pub fn remap_rows(a: &Array2<f32>, remap: &Remap) -> Array2<f32> {
+    let cols = a.ncols();
+    let mut out = Array2::<f32>::zeros((remap.new_len, cols));
+    let old = remap.old_len.min(a.nrows());
+    for r in 0..old {
+        if let Some(nr) = remap.get(r) {
+            out.row_mut(nr).assign(&a.row(r));
+        }
+    }
+    out
+}
+
+/// Resize Δ to `n` columns: keep the first min(n_prev, n) columns, zero-pad the rest (SPEC §4.3).
+pub fn resize_cols(a: &Array2<f32>, n: usize) -> Array2<f32> {
+    let keep = a.ncols().min(n);
+    let mut out = Array2::<f32>::zeros((a.nrows(), n));
+    if keep > 0 {
+        out.slice_mut(ndarray::s![.., ..keep])
+            .assign(&a.slice(ndarray::s![.., ..keep]));
+    }
+    out
+}
+
+/// The batch as an `m × n` CSR matrix (rows = terms, columns = documents).
+pub fn docs_to_csr(docs: &[SparseDoc], m: usize) -> CsMat<f64> {
+    let nnz = docs.iter().map(|d| d.nnz()).sum();
+    let mut t = TriMat::with_capacity((m, docs.len()), nnz);
+    for (j, d) in docs.iter().enumerate() {
+        for (&i, &v) in d.ids.iter().zip(&d.vals) {
+            t.add_triplet(i as usize, j, v);
+        }
+    }
+    t.to_csr()
+}
+
+/// The codes of a batch as a `k × n` CSC matrix (one column per document).
+pub fn codes_to_csc(codes: &[Code], k: usize) -> CsMat<f64> {
+    let mut indptr = Vec::with_capacity(codes.len() + 1);
+    let mut indices = Vec::new();
+    let mut data = Vec::new();
+    indptr.push(0);
+    for c in codes {
+        for (&a, &w) in c.atoms.iter().zip(&c.weights) {
+            indices.push(a as usize);
+            data.push(w);
+        }
+        indptr.push(indices.len());
+    }
+    CsMat::new_csc((k, codes.len()), indptr, indices, data)
+}
+
+/// Per document j, the (atom, weight) pairs of its code: documents with an all-zero code are
+/// skipped. Sorted by document.
+pub(crate) fn coded_columns(x: &CsMat<f64>) -> Vec<(usize, Vec<(usize, f64)>)> {
+    x.outer_iterator()
+        .enumerate()
+        .filter(|(_, c)| c.nnz() > 0)
+        .map(|(j, c)| (j, c.iter().map(|(i, &v)| (i, v)).collect()))
+        .collect()
+}

@@ -1,0 +1,382 @@
+//! The contract every model implements, and the types it speaks in.
+//!
+//! A model is a value; one timestep is a pure function `(model, batch texts) → (new model,
+//! [`StepOutput`])` ([`PartsModel::step`]): the old model is never modified, so a caller that
+//! fails to persist the new one simply keeps the old. A model's persistent state is a list of
+//! named byte parts ([`PartsModel::state_parts`]) from which [`PartsModel::from_state_parts`]
+//! rebuilds a model whose next step is identical; the storage layer only ever sees those
+//! parts, so it needs no knowledge of any model.
+//!
+//! Also here: the per-document [`Verdict`], the per-timestep [`StepStats`], the emerging and
+//! evolving [`Topic`]s, the errors ([`EngineError`], [`ParamsError`] with its range checks) and
+//! the tokenizer settings every model shares ([`TextParams`]).
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::text::{SparseDoc, Tokenizer, Vocabulary};
+
+/// A document of a batch: only its text matters to the engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Document {
+    pub text: String,
+}
+
+impl<S: Into<String>> From<S> for Document {
+    fn from(s: S) -> Self {
+        Document { text: s.into() }
+    }
+}
+
+/// The verdict on one document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// ℓ1 sparse-coding objective l(p, Â_t), in [0, 1] (1 = nothing explained). 0 for empty
+    /// documents.
+    pub score: f64,
+    pub novel: bool,
+    /// Document of the bootstrap batch (never novel by definition).
+    pub bootstrap: bool,
+    /// No known term after tokenization (stop words only, blank, …): score 0, never novel.
+    pub empty: bool,
+    /// The code could not lower the score below ‖p‖₁ (see [`Code::at_ceiling`]).
+    pub at_ceiling: bool,
+    /// Top residual terms (the words that make it novel), largest first.
+    pub terms: Vec<(String, f64)>,
+}
+
+/// Per-timestep diagnostics.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepStats {
+    /// Timestep index of this batch (0 = first batch).
+    pub timestep: u64,
+    pub docs: usize,
+    pub empty: usize,
+    pub novel: usize,
+    pub bootstrap: bool,
+    /// Share of non-empty documents whose score sits at the ceiling ‖p‖₁.
+    pub ceiling_fraction: f64,
+    pub mean_iterations: f64,
+    /// Mean number of non-zero code entries per non-empty document.
+    pub mean_code_nnz: f64,
+    /// Atoms used by at least one document of the batch.
+    pub atoms_used: usize,
+    /// The score threshold applied (see [`crate::threshold::decide`]); `None` when nothing
+    /// was thresholded (bootstrap, or a top-fraction rule that selected nothing).
+    pub threshold: Option<f64>,
+    pub new_terms: usize,
+    pub evicted_terms: usize,
+    pub vocabulary: usize,
+    pub oiadmm: OiadmmStats,
+    /// Atoms replaced by the refresh rule.
+    #[serde(default)]
+    pub atoms_refreshed: usize,
+    /// Emerging topics found.
+    #[serde(default)]
+    pub topics: usize,
+    /// Atoms added from emerging topics / removed for disuse (adaptive dictionary size).
+    #[serde(default)]
+    pub atoms_injected: usize,
+    #[serde(default)]
+    pub atoms_retired: usize,
+    /// Atoms of the dictionary after this timestep.
+    #[serde(default)]
+    pub atoms: usize,
+    #[serde(default)]
+    pub seconds_topics: f64,
+    pub seconds_vectorize: f64,
+    pub seconds_coding: f64,
+    pub seconds_update: f64,
+}
+
+/// What a timestep produced besides the new model.
+#[derive(Debug, Clone)]
+pub struct StepOutput {
+    pub verdicts: Vec<Verdict>,
+    /// The documents' TF-IDF vectors (ids valid in the new model's vocabulary).
+    pub vectors: Vec<SparseDoc>,
+    /// The codes of the documents over Â_t (the dictionary the batch was judged by).
+    pub codes: Vec<Code>,
+    /// Emerging topics among this batch's novel documents (largest first).
+    pub topics: Vec<Topic>,
+    pub stats: StepStats,
+}
+
+#[derive(Debug, Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Params(#[from] ParamsError),
+    #[error("numerical failure: {0} contains a non-finite value")]
+    NonFinite(&'static str),
+    #[error("model state is inconsistent: {0}")]
+    Inconsistent(String),
+}
+
+/// The result of coding one document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Code {
+    /// Atoms with a positive code entry, increasing.
+    pub atoms: Vec<u32>,
+    /// The code entries of `atoms` (all > 0, finite).
+    pub weights: Vec<f64>,
+    /// Objective value l(p, A) at the returned code: 0 ≤ score ≤ ceiling.
+    pub score: f64,
+    /// ‖p‖₁: the score of the zero code (1 for non-empty TF-IDF documents, 0 for empty ones).
+    pub ceiling: f64,
+    /// ADMM iterations run (0 when screening leaves no atom).
+    pub iterations: u32,
+    /// Atoms left after screening.
+    pub active_atoms: u32,
+    /// The largest positive entries of the residual p − Âx, (term id, residual), decreasing.
+    pub residual: Vec<(u32, f64)>,
+}
+
+impl Code {
+    /// True when the code could not lower the score below ‖p‖₁ (relative 1e-6): the document
+    /// is unexplained by the dictionary. Empty documents are never at the ceiling.
+    pub fn at_ceiling(&self) -> bool {
+        self.ceiling > 0.0 && self.score >= self.ceiling * (1.0 - 1e-6)
+    }
+}
+
+/// What one OIADMM step did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OiadmmStats {
+    /// The step τ used (0 when every code was zero).
+    pub tau: f64,
+    /// ‖Â_{t+1} − Â_t‖_F / ‖Â_t‖_F (0 for a zero dictionary).
+    pub relative_change: f64,
+    /// Non-zeros of Δ_{t+1} (0 when Δ is not carried).
+    pub delta_nnz: usize,
+}
+
+/// One emerging topic of a batch, in batch positions and term ids.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Topic {
+    /// Index of the topic atom in R.
+    pub atom: u32,
+    /// Batch positions of its documents.
+    pub members: Vec<usize>,
+    /// (term id, atom weight), largest first.
+    pub terms: Vec<(u32, f32)>,
+    /// The topic's atom (all its non-zeros, sorted by term id, unit ℓ1): what the adaptive
+    /// dictionary injects.
+    pub atom_vector: Vec<(u32, f32)>,
+    /// Batch positions of the documents with the largest code weight on the atom.
+    pub representatives: Vec<usize>,
+    /// Mean novelty score of its documents.
+    pub mean_score: f64,
+    /// Emerging (new this timestep) or evolving (tracked from earlier timesteps). DICTCLUST
+    /// topics are always emerging.
+    pub kind: TopicKind,
+    /// Model-defined topic strength (share of the batch's weight it carries, in [0, 1]);
+    /// DICTCLUST: member share of the batch.
+    pub strength: f64,
+    /// Temporal profile (strength per timestep of the model's window, oldest first); empty
+    /// when the model keeps none.
+    pub profile: Vec<f32>,
+}
+
+/// Whether a topic is new or carried over from earlier timesteps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopicKind {
+    Emerging,
+    Evolving,
+}
+
+/// Tokenizer and vocabulary settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TextParams {
+    /// Vocabulary bound (terms); see [`crate::text::Vocabulary`] for the eviction policy. ≥ 10.
+    pub max_terms: usize,
+    /// Token length bounds in characters, 1 ≤ min ≤ max.
+    pub min_token_len: usize,
+    pub max_token_len: usize,
+    pub builtin_stop_words: bool,
+    pub extra_stop_words: Vec<String>,
+}
+
+impl TextParams {
+    /// The tokenizer these settings describe.
+    pub fn tokenizer(&self) -> Tokenizer {
+        Tokenizer::new(
+            self.min_token_len,
+            self.max_token_len,
+            self.builtin_stop_words,
+            &self.extra_stop_words,
+        )
+    }
+
+    /// Check the fields; `names` are how the caller's parameter set spells `max_terms` and
+    /// `min_token_len` (e.g. `dnmf.text.max_terms`).
+    pub fn validate(&self, names: [&'static str; 2]) -> Result<(), ParamsError> {
+        check(
+            self.max_terms >= 10 && self.max_terms <= 10_000_000,
+            names[0],
+            "an integer in 10..=10000000",
+            self.max_terms.to_string(),
+        )?;
+        check(
+            self.min_token_len >= 1 && self.min_token_len <= self.max_token_len,
+            names[1],
+            "an integer in 1..=max_token_len",
+            self.min_token_len.to_string(),
+        )
+    }
+}
+
+/// `Ok(())` when `ok`, otherwise [`ParamsError::OutOfRange`] naming `field`, the accepted
+/// range `want` and the value `got`. Every parameter set's `validate` is built from it.
+pub fn check(
+    ok: bool,
+    field: &'static str,
+    want: &'static str,
+    got: String,
+) -> Result<(), ParamsError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ParamsError::OutOfRange { field, want, got })
+    }
+}
+
+/// [`check`] that `v` is a finite number ≥ 0.
+pub fn check_nonneg(v: f64, field: &'static str) -> Result<(), ParamsError> {
+    check(
+        v.is_finite() && v >= 0.0,
+        field,
+        "a finite number ≥ 0",
+        v.to_string(),
+    )
+}
+
+impl Default for TextParams {
+    fn default() -> Self {
+        TextParams {
+            max_terms: 100_000,
+            min_token_len: 2,
+            max_token_len: 40,
+            builtin_stop_words: true,
+            extra_stop_words: Vec::new(),
+        }
+    }
+}
+
+/// A parameter outside its accepted range.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ParamsError {
+    #[error("parameter `{field}` must be {want}, got {got}")]
+    OutOfRange {
+        field: &'static str,
+        want: &'static str,
+        got: String,
+    },
+}
+
+/// The model a store runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// Online ℓ1 dictionary learning (NIPS 2012) with DICTCLUST emerging topics (CIKM 2011).
+    #[default]
+    L1,
+    /// Dynamic NMF with temporal regularisation: evolving and emerging topics (WSDM 2012).
+    Dnmf,
+    /// Online sparse topical coding (WWW 2013).
+    Ostc,
+}
+
+impl ModelKind {
+    pub const ALL: [ModelKind; 3] = [ModelKind::L1, ModelKind::Dnmf, ModelKind::Ostc];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::L1 => "l1",
+            ModelKind::Dnmf => "dnmf",
+            ModelKind::Ostc => "ostc",
+        }
+    }
+}
+
+impl std::str::FromStr for ModelKind {
+    type Err = UnknownName;
+    /// The kebab-case name ([`ModelKind::name`]).
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        ModelKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| UnknownName::new("model", s, ModelKind::ALL.map(ModelKind::name)))
+    }
+}
+
+/// A name that is none of the accepted ones (command-line and TOML values).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown {what} `{got}` (expected one of: {})", .expected.join(", "))]
+pub struct UnknownName {
+    pub what: &'static str,
+    pub got: String,
+    pub expected: Vec<&'static str>,
+}
+
+impl UnknownName {
+    pub fn new<const N: usize>(what: &'static str, got: &str, expected: [&'static str; N]) -> Self {
+        UnknownName {
+            what,
+            got: got.to_string(),
+            expected: expected.to_vec(),
+        }
+    }
+}
+
+impl std::fmt::Display for ModelKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A streaming model whose state is persisted as named parts.
+///
+/// Contract: `step` is pure (self unchanged); `from_state_parts(p, state_parts())` rebuilds a
+/// model whose next step is identical; a part whose content did not change between two steps
+/// encodes to identical bytes (the store then leaves its chunks alone); part names contain no
+/// NUL byte.
+pub trait PartsModel: Sized + Clone {
+    type Params: Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeOwned + Default;
+    const KIND: ModelKind;
+    fn create(params: Self::Params) -> Result<Self, ParamsError>;
+    fn step(&self, texts: &[&str]) -> Result<(Self, StepOutput), EngineError>;
+    fn params(&self) -> &Self::Params;
+    /// Index the next batch gets (0 before the first).
+    fn timestep(&self) -> u64;
+    fn vocab(&self) -> &Vocabulary;
+    fn state_parts(&self) -> Vec<(String, Vec<u8>)>;
+    fn from_state_parts(
+        params: Self::Params,
+        parts: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<Self, EngineError>;
+}
+
+/// The postcard encoding of one state part. Cannot fail for the plain-data types the models
+/// persist (no maps with non-string keys, no unsupported serde features).
+pub(crate) fn part_bytes<T: serde::Serialize + ?Sized>(v: &T) -> Vec<u8> {
+    postcard::to_stdvec(v).expect("state parts are plain data")
+}
+
+/// Canonical bytes of a parts model: its kind, params and every part, length-prefixed.
+pub fn parts_digest_bytes<M: PartsModel>(m: &M) -> Vec<u8> {
+    let mut out = M::KIND.name().as_bytes().to_vec();
+    let p = postcard::to_stdvec(m.params()).expect("params serialize");
+    out.extend((p.len() as u64).to_le_bytes());
+    out.extend(p);
+    for (name, bytes) in m.state_parts() {
+        out.extend((name.len() as u64).to_le_bytes());
+        out.extend(name.as_bytes());
+        out.extend((bytes.len() as u64).to_le_bytes());
+        out.extend(bytes);
+    }
+    out
+}

@@ -1,0 +1,85 @@
+//! Emerging topics: DICTCLUST on planted clusters, and topics through the daemon.
+mod common;
+
+use common::rng;
+use novad_models::l1::coding::CodingParams;
+use novad_models::l1::dictclust::{dictclust, pairwise_prf, TopicParams};
+use novad_models::text::{tfidf_l1, Tokenizer, Vocabulary};
+use rand::Rng;
+
+/// Novel documents from `k` planted topics (15 words each, 25 draws per document, a few shared
+/// words); returns vectors, labels and the vocabulary.
+fn planted(
+    k: usize,
+    per_topic: usize,
+    seed: u64,
+) -> (Vec<novad_models::text::SparseDoc>, Vec<usize>, Vocabulary) {
+    let mut r = rng(seed);
+    let mut texts = Vec::new();
+    let mut labels = Vec::new();
+    for i in 0..k * per_topic {
+        let t = i % k;
+        let mut w: Vec<String> = (0..25)
+            .map(|_| format!("planted{t}term{}", r.random_range(0..15)))
+            .collect();
+        w.push(format!("shared{}", r.random_range(0..5)));
+        texts.push(w.join(" "));
+        labels.push(t);
+    }
+    let tok = Tokenizer::default();
+    let toks: Vec<Vec<String>> = texts.iter().map(|t| tok.tokens(t)).collect();
+    let mut v = Vocabulary::new(10_000);
+    let (counts, _) = v.observe(&toks, 0);
+    let docs = counts
+        .iter()
+        .map(|c| tfidf_l1(c, |id| v.df(id), v.docs_seen()))
+        .collect();
+    (docs, labels, v)
+}
+
+#[test]
+fn dictclust_recovers_planted_clusters() {
+    for (k, k1, seed) in [(3, 3, 1), (3, 6, 2), (4, 10, 3)] {
+        let (docs, labels, vocab) = planted(k, 30, seed);
+        let novel: Vec<usize> = (0..docs.len()).collect();
+        let scores = vec![1.0; docs.len()];
+        let params = TopicParams {
+            k1,
+            min_support: 3,
+            ..TopicParams::default()
+        };
+        let (topics, assign) = dictclust(
+            &docs,
+            &scores,
+            &novel,
+            vocab.len(),
+            &CodingParams::paper(),
+            &params,
+            seed,
+        );
+        let truth: Vec<Option<usize>> = labels.iter().map(|&l| Some(l)).collect();
+        let found: Vec<Option<usize>> = assign.iter().map(|a| a.map(|x| x as usize)).collect();
+        let (p, r, f1) = pairwise_prf(&truth, &found);
+        eprintln!(
+            "k {k} k1 {k1}: P {p:.3} R {r:.3} F1 {f1:.3}, {} topics",
+            topics.len()
+        );
+        assert!(f1 >= 0.9, "k {k} k1 {k1}: F1 {f1:.3} (P {p:.3}, R {r:.3})");
+        // every topic's top terms come from one planted topic
+        for t in &topics {
+            let first = vocab.term(t.terms[0].0).to_string();
+            let prefix = &first[..8];
+            assert!(
+                t.terms
+                    .iter()
+                    .take(3)
+                    .all(|&(id, _)| vocab.term(id).starts_with(prefix)),
+                "{first}"
+            );
+            assert!(
+                !t.representatives.is_empty()
+                    && t.representatives.iter().all(|r| t.members.contains(r))
+            );
+        }
+    }
+}
