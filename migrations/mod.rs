@@ -12,6 +12,8 @@ mod m0001_timestep_index;
 mod m0002_model_kind_topic_fields;
 #[path = "0003_topic_lambda.rs"]
 mod m0003_topic_lambda;
+#[path = "0004_file_ranges.rs"]
+mod m0004_file_ranges;
 
 /// One version step.
 pub struct Migration {
@@ -37,5 +39,10 @@ pub const MIGRATIONS: &[Migration] = &[
         from: 3,
         name: "0003_topic_lambda",
         apply: m0003_topic_lambda::apply,
+    },
+    Migration {
+        from: 4,
+        name: "0004_file_ranges",
+        apply: m0004_file_ranges::apply,
     },
 ];

@@ -85,6 +85,9 @@ pub struct Status {
     pub topics: Vec<crate::topics::TopicRecord>,
     /// Whether the answer came from a running daemon.
     pub daemon_pid: Option<u32>,
+    /// Inbox scans of the running daemon since it started (absent without a daemon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inbox_scans: Option<u64>,
     pub disk_bytes: u64,
 }
 
@@ -136,6 +139,7 @@ pub fn status(db: &sled::Db, n_recent: usize) -> Result<Status, String> {
         files: db.open_tree(FILES).map_err(e)?.len(),
         recent,
         daemon_pid: None,
+        inbox_scans: None,
         disk_bytes: 0,
     })
 }

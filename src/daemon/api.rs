@@ -114,6 +114,7 @@ fn handle(conn: UnixStream, db: &sled::Db, dir: &Path) -> std::io::Result<()> {
         Request::Status { recent } => match query::status(db, recent) {
             Ok(mut s) => {
                 s.daemon_pid = Some(std::process::id());
+                s.inbox_scans = Some(super::INBOX_SCANS.load(Ordering::Relaxed));
                 s.disk_bytes = crate::store::dir_size(dir);
                 serde_json::to_writer(&mut out, &s)?;
                 out.write_all(b"\n")?;

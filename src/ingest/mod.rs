@@ -1,16 +1,28 @@
-//! One batch file → one committed timestep. Shared by the daemon and `novad ingest`.
+//! Batch files → committed timesteps. Shared by the daemon and `novad ingest`.
+//!
+//! A file is consumed in order, in byte ranges of at most [`Limits`] documents / bytes, each
+//! range one timestep committed in one transaction together with a file record saying which
+//! bytes it consumed ([`FileRecord`], keyed by the hash of the file's bytes up to the range's
+//! end) and the file's progress (`meta/progress\0<name>`). After a crash or a stop the next
+//! ingest of the same file (same device, inode and content up to the recorded end) resumes at
+//! that end; a file that grew after its last commit gets its new tail as the next timestep.
+//! See [`file`] for the checks made before every commit.
+
+pub mod file;
 
 use std::path::Path;
 use std::time::Instant;
 
 use thiserror::Error;
 
-use crate::batch::{parse_batch, BatchError, MAX_FILE_BYTES};
+use crate::batch::{parse_batch, BatchDoc, BatchError};
 use crate::detector::{EngineError, StepStats};
 use crate::engine::{Engine, ModelParams};
-use crate::store::schema::{FileRecord, TimestepRecord, VerdictRecord};
+use crate::store::schema::{FileRange, FileRecord, TimestepRecord, VerdictRecord};
 use crate::store::{CommitStats, Store, StoreError, TimestepWrite};
 use crate::topics::{topic_key, TopicRecord};
+
+pub use file::{Begin, FileCheck, FileJob};
 
 #[derive(Debug, Error)]
 pub enum IngestError {
@@ -24,7 +36,29 @@ pub enum IngestError {
     },
 }
 
-/// What happened to one batch file.
+/// Most documents and bytes one timestep takes from a file; a larger file is consumed as
+/// several consecutive timesteps in file order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_docs: usize,
+    pub max_bytes: u64,
+}
+
+/// Default documents per timestep.
+pub const DEFAULT_MAX_BATCH_DOCS: usize = 20_000;
+/// Default bytes per timestep.
+pub const DEFAULT_MAX_BATCH_BYTES: u64 = 32 << 20;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_docs: DEFAULT_MAX_BATCH_DOCS,
+            max_bytes: DEFAULT_MAX_BATCH_BYTES,
+        }
+    }
+}
+
+/// What happened to one timestep's worth of a batch.
 #[derive(Debug)]
 pub enum Outcome {
     /// A new timestep was committed and flushed.
@@ -32,14 +66,24 @@ pub enum Outcome {
         timestep: u64,
         stats: Box<StepStats>,
         commit: CommitStats,
+        /// Bytes `[start, end)` of the file it consumed.
+        start: u64,
+        end: u64,
         /// Whole ingest, and the part spent committing + flushing the store.
         seconds: f64,
         seconds_store: f64,
     },
     /// The same content was committed before (e.g. a crash after the flush, before the move).
     AlreadyCommitted { timestep: u64 },
-    /// Nothing was applied; the reason says what and where.
+    /// The whole content equals what was committed from another file (or another copy of it).
+    Duplicate { of: String, timestep: u64 },
+    /// Nothing of this part was applied; the reason says what and where.
     Rejected(String),
+    /// The file changed or was replaced while being read; nothing was applied, read it again
+    /// once it is stable.
+    Changed(String),
+    /// The rest of the file held only blank lines: nothing to commit.
+    Blank { start: u64, end: u64 },
 }
 
 /// The store and the model it holds, kept in step: after every successful ingest the model in
@@ -47,6 +91,16 @@ pub enum Outcome {
 pub struct Ingestor {
     pub store: Store,
     pub engine: Engine,
+}
+
+/// Where the documents of a commit come from.
+struct Source<'a> {
+    name: &'a str,
+    /// `files` key: blake3 of the file's bytes up to `range.end`.
+    key: [u8; 32],
+    range: FileRange,
+    /// Record the file's progress under its name.
+    progress: bool,
 }
 
 impl Ingestor {
@@ -58,29 +112,40 @@ impl Ingestor {
         Ok(Ingestor { store, engine })
     }
 
-    /// Read and ingest a file.
-    pub fn ingest_path(&mut self, path: &Path, now_ms: i64) -> Result<Outcome, IngestError> {
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| path.display().to_string());
-        let read_err = |source| IngestError::Read {
-            path: path.display().to_string(),
-            source,
+    /// Ingest a whole file: one timestep per [`Limits`]-sized range, until the length the file
+    /// had when it was opened. Stops at the first outcome that is not a commit. Returns the
+    /// outcomes in order.
+    pub fn ingest_path(
+        &mut self,
+        path: &Path,
+        limits: Limits,
+        now_ms: i64,
+    ) -> Result<Vec<Outcome>, IngestError> {
+        let mut job = match self.begin(path, now_ms)? {
+            Begin::Job(job) => job,
+            Begin::AlreadyCommitted { timestep, .. } => {
+                return Ok(vec![Outcome::AlreadyCommitted { timestep }])
+            }
+            Begin::Duplicate { of, timestep } => {
+                return Ok(vec![Outcome::Duplicate { of, timestep }])
+            }
+            Begin::Rejected(why) => return Ok(vec![Outcome::Rejected(why)]),
         };
-        let md = std::fs::metadata(path).map_err(read_err)?;
-        if md.len() > MAX_FILE_BYTES {
-            return Ok(Outcome::Rejected(format!(
-                "file of {} bytes exceeds the limit of {MAX_FILE_BYTES} bytes",
-                md.len()
-            )));
+        let mut out = Vec::new();
+        while !job.done() {
+            let o = self.next_timestep(&mut job, limits, now_ms)?;
+            let go_on = matches!(o, Outcome::Committed { .. } | Outcome::Blank { .. });
+            out.push(o);
+            if !go_on {
+                break;
+            }
         }
-        let bytes = std::fs::read(path).map_err(read_err)?;
-        self.ingest_bytes(&name, &bytes, now_ms)
+        Ok(out)
     }
 
-    /// Ingest a batch given as bytes: parse, step the model, commit one transaction, flush.
-    /// On rejection or error nothing is applied and the model in memory is unchanged.
+    /// Ingest a batch given as bytes, as one timestep: parse, step the model, commit one
+    /// transaction, flush. On rejection or error nothing is applied and the model in memory is
+    /// unchanged.
     pub fn ingest_bytes(
         &mut self,
         name: &str,
@@ -88,10 +153,17 @@ impl Ingestor {
         now_ms: i64,
     ) -> Result<Outcome, IngestError> {
         let t0 = Instant::now();
-        let hash: [u8; 32] = *blake3::hash(bytes).as_bytes();
-        if let Some(rec) = self.store.file_record(&hash)? {
-            return Ok(Outcome::AlreadyCommitted {
-                timestep: rec.timestep,
+        let key: [u8; 32] = *blake3::hash(bytes).as_bytes();
+        if let Some(rec) = self.store.file_record(&key)? {
+            return Ok(if rec.name == name {
+                Outcome::AlreadyCommitted {
+                    timestep: rec.timestep,
+                }
+            } else {
+                Outcome::Duplicate {
+                    of: rec.name,
+                    timestep: rec.timestep,
+                }
             });
         }
         let docs = match parse_batch(name, bytes, now_ms) {
@@ -100,6 +172,31 @@ impl Ingestor {
                 return Ok(Outcome::Rejected(e.to_string()))
             }
         };
+        let lines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+        let src = Source {
+            name,
+            key,
+            range: FileRange {
+                start: 0,
+                end: bytes.len() as u64,
+                first_line: 1,
+                next_line: lines + 1,
+                hash: key,
+                file: None,
+            },
+            progress: false,
+        };
+        self.commit_docs(&src, &docs, now_ms, t0)
+    }
+
+    /// Step the model on `docs` and commit the timestep with its records; flush.
+    fn commit_docs(
+        &mut self,
+        src: &Source,
+        docs: &[BatchDoc],
+        now_ms: i64,
+        t0: Instant,
+    ) -> Result<Outcome, IngestError> {
         let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
         let (model, out) = match self.engine.step(&texts) {
             Ok(r) => r,
@@ -122,7 +219,7 @@ impl Ingestor {
                 time: d.time,
                 timestep,
                 seq: i as u32,
-                source: name.to_string(),
+                source: src.name.to_string(),
                 score: v.score,
                 novel: v.novel,
                 bootstrap: v.bootstrap,
@@ -171,24 +268,26 @@ impl Ingestor {
                 )
             })
             .collect();
-        let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+        let hex: String = src.key.iter().map(|b| format!("{b:02x}")).collect();
         let write = TimestepWrite {
             verdicts,
-            hash,
+            hash: src.key,
             file: FileRecord {
-                name: name.to_string(),
+                name: src.name.to_string(),
                 timestep,
                 docs: docs.len() as u64,
                 committed_at: now_ms,
+                range: Some(src.range.clone()),
             },
             record: TimestepRecord {
                 timestep,
-                file: name.to_string(),
+                file: src.name.to_string(),
                 hash: hex,
                 committed_at: now_ms,
                 stats: out.stats.clone(),
             },
             topics,
+            progress: src.progress.then(|| src.name.to_string()),
         };
         let t_store = Instant::now();
         let commit = self.store.commit(&model, &write)?;
@@ -202,6 +301,8 @@ impl Ingestor {
             timestep,
             stats: Box::new(out.stats),
             commit,
+            start: src.range.start,
+            end: src.range.end,
             seconds: t0.elapsed().as_secs_f64(),
             seconds_store,
         })
