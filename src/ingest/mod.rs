@@ -45,9 +45,9 @@ pub struct Limits {
 }
 
 /// Default documents per timestep.
-pub const DEFAULT_MAX_BATCH_DOCS: usize = 20_000;
+pub const DEFAULT_MAX_BATCH_DOCS: usize = 10_000;
 /// Default bytes per timestep.
-pub const DEFAULT_MAX_BATCH_BYTES: u64 = 32 << 20;
+pub const DEFAULT_MAX_BATCH_BYTES: u64 = 16 << 20;
 
 impl Default for Limits {
     fn default() -> Self {
