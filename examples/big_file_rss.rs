@@ -41,6 +41,8 @@ fn main() {
     drop(f);
     println!("file: {:.1} MB, {docs} documents", bytes as f64 / 1e6);
     let t0 = Instant::now();
+    // reaped below with wait4 (which also reports the peak RSS), not Child::wait
+    #[allow(clippy::zombie_processes)]
     let mut child = std::process::Command::new(bin())
         .args(["ingest", "--store"])
         .arg(d.store())

@@ -244,12 +244,16 @@ impl Inbox {
                 continue;
             };
             if let Some(kind) = special_kind(md.file_type()) {
-                reject(
-                    &self.rejected,
-                    &path,
-                    &format!("{kind} is not a batch file; drop regular .jsonl or .txt files into the inbox (copy the file, do not link it)"),
-                    NOTHING_APPLIED,
-                );
+                let why = if md.file_type().is_symlink() {
+                    "symbolic links are not accepted as batch files; copy the file into the inbox"
+                        .to_string()
+                } else if md.is_dir() {
+                    "directories are not batch files; drop .jsonl or .txt files into the inbox"
+                        .to_string()
+                } else {
+                    format!("{kind} is not a batch file; drop regular .jsonl or .txt files into the inbox")
+                };
+                reject(&self.rejected, &path, &why, NOTHING_APPLIED);
                 continue;
             }
             present.insert(path.clone());
