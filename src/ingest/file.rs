@@ -297,7 +297,56 @@ fn validate(job: &FileJob, now_ms: i64) -> std::io::Result<Validated> {
     })
 }
 
+/// Where a file's ingestion starts.
+enum Resume {
+    /// At byte 0.
+    Fresh,
+    /// After the part committed up to `timestep`.
+    At { timestep: u64 },
+    /// Nothing left: committed to its end, up to `timestep`.
+    Done { timestep: u64 },
+}
+
 impl Ingestor {
+    /// Position `job` after the part of its file committed before, when the file's progress
+    /// entry applies to it: same device and inode, at least as long, and the same bytes up to
+    /// the recorded end (hashed again here).
+    fn resume(&self, job: &mut FileJob) -> Result<Resume, IngestError> {
+        let Some(key) = self.store.progress(&job.name)? else {
+            return Ok(Resume::Fresh);
+        };
+        let Some(rec) = self.store.file_record(&key)? else {
+            return Ok(Resume::Fresh);
+        };
+        let Some(r) = rec
+            .range
+            .filter(|r| r.file == Some(job.id) && r.end <= job.len)
+        else {
+            return Ok(Resume::Fresh);
+        };
+        let mut h = blake3::Hasher::new();
+        hash_range(&job.file, 0, r.end, &mut [&mut h]).map_err(|source| IngestError::Read {
+            path: job.path.display().to_string(),
+            source,
+        })?;
+        if *h.finalize().as_bytes() != key {
+            return Ok(Resume::Fresh);
+        }
+        job.pos = r.end;
+        job.line = r.next_line;
+        job.prefix = h;
+        job.key = Some(key);
+        Ok(if r.end == job.len {
+            Resume::Done {
+                timestep: rec.timestep,
+            }
+        } else {
+            Resume::At {
+                timestep: rec.timestep,
+            }
+        })
+    }
+
     /// Open a batch file and decide how to ingest it: resume after its last committed range
     /// (same inode, same bytes up to there), recognise a whole file committed before, or
     /// validate it and start at byte 0. Nothing is committed here.
@@ -340,31 +389,11 @@ impl Ingestor {
             job.writing = true;
             job.len = complete_len(&job.file, job.len).map_err(read_err)?;
         }
-        let mut committed_to: Option<u64> = None;
-        if let Some(key) = self.store.progress(&job.name)? {
-            if let Some(rec) = self.store.file_record(&key)? {
-                if let Some(r) = rec
-                    .range
-                    .filter(|r| r.file == Some(job.id) && r.end <= job.len)
-                {
-                    let mut h = blake3::Hasher::new();
-                    hash_range(&job.file, 0, r.end, &mut [&mut h]).map_err(read_err)?;
-                    if *h.finalize().as_bytes() == key {
-                        job.pos = r.end;
-                        job.line = r.next_line;
-                        job.prefix = h;
-                        job.key = Some(key);
-                        if r.end == job.len {
-                            return Ok(Begin::AlreadyCommitted {
-                                timestep: rec.timestep,
-                                job,
-                            });
-                        }
-                        committed_to = Some(rec.timestep);
-                    }
-                }
-            }
-        }
+        let committed_to = match self.resume(&mut job)? {
+            Resume::Fresh => None,
+            Resume::At { timestep } => Some(timestep),
+            Resume::Done { timestep } => return Ok(Begin::AlreadyCommitted { timestep, job }),
+        };
         let v = validate(&job, now_ms).map_err(read_err)?;
         if committed_to.is_none() && v.error.is_none() && !job.writing {
             if let Some(rec) = self.store.file_record(&v.whole)? {

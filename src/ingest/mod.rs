@@ -16,7 +16,7 @@ use std::time::Instant;
 use thiserror::Error;
 
 use crate::batch::{parse_batch, BatchDoc, BatchError};
-use crate::detector::{EngineError, StepStats};
+use crate::detector::{EngineError, StepOutput, StepStats};
 use crate::engine::{Engine, ModelParams};
 use crate::store::schema::{FileRange, FileRecord, TimestepRecord, VerdictRecord};
 use crate::store::{CommitStats, Store, StoreError, TimestepWrite};
@@ -210,64 +210,7 @@ impl Ingestor {
             }
         };
         let timestep = self.engine.timestep();
-        let verdicts: Vec<VerdictRecord> = docs
-            .iter()
-            .zip(&out.verdicts)
-            .enumerate()
-            .map(|(i, (d, v))| VerdictRecord {
-                doc_id: d.id.clone(),
-                time: d.time,
-                timestep,
-                seq: i as u32,
-                source: src.name.to_string(),
-                score: v.score,
-                novel: v.novel,
-                bootstrap: v.bootstrap,
-                empty: v.empty,
-                at_ceiling: v.at_ceiling,
-                terms: v
-                    .terms
-                    .iter()
-                    .map(|(t, r)| (t.clone(), *r as f32))
-                    .collect(),
-            })
-            .collect();
-        let topics: Vec<(Vec<u8>, Vec<u8>)> = out
-            .topics
-            .iter()
-            .enumerate()
-            .map(|(id, t)| {
-                let rec = TopicRecord {
-                    timestep,
-                    id: id as u32,
-                    time: t
-                        .members
-                        .iter()
-                        .map(|&j| docs[j].time)
-                        .min()
-                        .unwrap_or(now_ms),
-                    size: t.members.len() as u32,
-                    terms: t
-                        .terms
-                        .iter()
-                        .map(|&(tid, w)| (model.vocab().term(tid).to_string(), w))
-                        .collect(),
-                    docs: t
-                        .representatives
-                        .iter()
-                        .map(|&j| docs[j].id.clone())
-                        .collect(),
-                    mean_score: t.mean_score,
-                    kind: t.kind,
-                    strength: t.strength,
-                    profile: t.profile.clone(),
-                };
-                (
-                    topic_key(timestep, id as u32),
-                    postcard::to_stdvec(&rec).unwrap(),
-                )
-            })
-            .collect();
+        let (verdicts, topics) = step_records(src.name, timestep, docs, &model, &out, now_ms);
         let hex: String = src.key.iter().map(|b| format!("{b:02x}")).collect();
         let write = TimestepWrite {
             verdicts,
@@ -307,4 +250,74 @@ impl Ingestor {
             seconds_store,
         })
     }
+}
+
+/// The verdict records and the (key, value) pairs of the emerging-topic records of one step.
+fn step_records(
+    source: &str,
+    timestep: u64,
+    docs: &[BatchDoc],
+    model: &Engine,
+    out: &StepOutput,
+    now_ms: i64,
+) -> (Vec<VerdictRecord>, Vec<(Vec<u8>, Vec<u8>)>) {
+    let verdicts: Vec<VerdictRecord> = docs
+        .iter()
+        .zip(&out.verdicts)
+        .enumerate()
+        .map(|(i, (d, v))| VerdictRecord {
+            doc_id: d.id.clone(),
+            time: d.time,
+            timestep,
+            seq: i as u32,
+            source: source.to_string(),
+            score: v.score,
+            novel: v.novel,
+            bootstrap: v.bootstrap,
+            empty: v.empty,
+            at_ceiling: v.at_ceiling,
+            terms: v
+                .terms
+                .iter()
+                .map(|(t, r)| (t.clone(), *r as f32))
+                .collect(),
+        })
+        .collect();
+    let topics: Vec<(Vec<u8>, Vec<u8>)> = out
+        .topics
+        .iter()
+        .enumerate()
+        .map(|(id, t)| {
+            let rec = TopicRecord {
+                timestep,
+                id: id as u32,
+                time: t
+                    .members
+                    .iter()
+                    .map(|&j| docs[j].time)
+                    .min()
+                    .unwrap_or(now_ms),
+                size: t.members.len() as u32,
+                terms: t
+                    .terms
+                    .iter()
+                    .map(|&(tid, w)| (model.vocab().term(tid).to_string(), w))
+                    .collect(),
+                docs: t
+                    .representatives
+                    .iter()
+                    .map(|&j| docs[j].id.clone())
+                    .collect(),
+                mean_score: t.mean_score,
+                kind: t.kind,
+                strength: t.strength,
+                profile: t.profile.clone(),
+            };
+            (
+                topic_key(timestep, id as u32),
+                postcard::to_stdvec(&rec).unwrap(),
+            )
+        })
+        .collect();
+    (verdicts, topics)
 }
