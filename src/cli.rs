@@ -245,6 +245,29 @@ pub struct RunArgs {
     /// Longest wait between inbox scans, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub poll_ms: u64,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// How much of a batch file one timestep takes.
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// Most documents per timestep; a larger file is ingested as several consecutive
+    /// timesteps in file order.
+    #[arg(long, default_value_t = crate::ingest::DEFAULT_MAX_BATCH_DOCS, value_parser = clap::value_parser!(usize))]
+    pub max_batch_docs: usize,
+    /// Most bytes of a file per timestep (the range ends at the line that reaches it).
+    #[arg(long, default_value_t = crate::ingest::DEFAULT_MAX_BATCH_BYTES)]
+    pub max_batch_bytes: u64,
+}
+
+impl LimitArgs {
+    pub fn limits(&self) -> crate::ingest::Limits {
+        crate::ingest::Limits {
+            max_docs: self.max_batch_docs.max(1),
+            max_bytes: self.max_batch_bytes.max(1),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -253,9 +276,12 @@ pub struct IngestArgs {
     pub store: StoreArg,
     #[command(flatten)]
     pub params: ParamArgs,
-    /// Batch files (.jsonl or .txt), one timestep each, in this order.
+    /// Batch files (.jsonl or .txt), in this order; one timestep each, or several for a
+    /// file over the limits below.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 #[derive(Debug, Args)]

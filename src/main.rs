@@ -63,6 +63,44 @@ fn time_bound(s: &Option<String>, until: bool) -> Result<Option<i64>> {
         .transpose()?)
 }
 
+/// Print what `novad ingest` did with one part of a file; 1 when it failed.
+fn report_ingest(out: &mut impl Write, f: &std::path::Path, o: Outcome) -> Result<usize> {
+    let f = f.display();
+    match o {
+        Outcome::Committed {
+            timestep,
+            stats,
+            seconds,
+            start,
+            end,
+            ..
+        } => writeln!(
+            out,
+            "{f}: timestep {timestep}: bytes {start}..{end}: {} documents, {} novel{} ({seconds:.3}s)",
+            stats.docs,
+            stats.novel,
+            if stats.bootstrap { ", bootstrap" } else { "" }
+        )?,
+        Outcome::AlreadyCommitted { timestep } => {
+            writeln!(out, "{f}: already ingested up to timestep {timestep}; skipped")?
+        }
+        Outcome::Duplicate { of, timestep } => writeln!(
+            out,
+            "{f}: duplicate of {of}, timestep {timestep} (same content); skipped"
+        )?,
+        Outcome::Blank { .. } => {}
+        Outcome::Rejected(why) => {
+            eprintln!("novad: {f} rejected: {why}");
+            return Ok(1);
+        }
+        Outcome::Changed(why) => {
+            eprintln!("novad: {f} changed while being read ({why}); nothing of that part was applied, run again");
+            return Ok(1);
+        }
+    }
+    Ok(0)
+}
+
 fn dispatch(cli: Cli) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -75,41 +113,21 @@ fn dispatch(cli: Cli) -> Result<()> {
                 params,
                 settle: std::time::Duration::from_millis(a.settle_ms),
                 poll: std::time::Duration::from_millis(a.poll_ms),
+                limits: a.limits.limits(),
             })?;
         }
         Command::Ingest(a) => {
             let params = a.params.resolve()?;
             let mut ing = Ingestor::open(&a.store.store, params.as_ref())?;
-            let mut rejected = 0;
+            let mut failed = 0;
             for f in &a.files {
                 let now = chrono::Utc::now().timestamp_millis();
-                match ing.ingest_path(f, now)? {
-                    Outcome::Committed {
-                        timestep,
-                        stats,
-                        seconds,
-                        ..
-                    } => writeln!(
-                        out,
-                        "{}: timestep {timestep}: {} documents, {} novel{} ({seconds:.3}s)",
-                        f.display(),
-                        stats.docs,
-                        stats.novel,
-                        if stats.bootstrap { ", bootstrap" } else { "" }
-                    )?,
-                    Outcome::AlreadyCommitted { timestep } => writeln!(
-                        out,
-                        "{}: already ingested as timestep {timestep}; skipped",
-                        f.display()
-                    )?,
-                    Outcome::Rejected(why) => {
-                        rejected += 1;
-                        eprintln!("novad: {} rejected: {why}", f.display());
-                    }
+                for o in ing.ingest_path(f, a.limits.limits(), now)? {
+                    failed += report_ingest(&mut out, f, o)?;
                 }
             }
-            if rejected > 0 {
-                bail!("{rejected} file(s) rejected; nothing of them was applied");
+            if failed > 0 {
+                bail!("{failed} file(s) rejected or changed while being read; the messages above say what was applied");
             }
         }
         Command::Verdicts(a) => {

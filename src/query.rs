@@ -166,6 +166,9 @@ pub struct Status {
     pub topics: Vec<TopicRecord>,
     /// Whether the answer came from a running daemon.
     pub daemon_pid: Option<u32>,
+    /// Inbox scans of the running daemon since it started (absent without a daemon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inbox_scans: Option<u64>,
     pub disk_bytes: u64,
 }
 
@@ -218,6 +221,7 @@ pub fn status(db: &sled::Db, n_recent: usize) -> Result<Status, QueryError> {
         files: db.open_tree(FILES)?.len(),
         recent,
         daemon_pid: None,
+        inbox_scans: None,
         disk_bytes: 0,
     })
 }

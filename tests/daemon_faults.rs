@@ -230,7 +230,9 @@ fn a_store_from_a_newer_novad_is_refused_naming_both_versions() {
         assert!(!o.status.success());
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
-            err.contains("newer") && err.contains("format 99") && err.contains("format 4"),
+            err.contains("newer")
+                && err.contains("format 99")
+                && err.contains(&format!("format {}", novad::store::schema::FORMAT_VERSION)),
             "{err}"
         );
     }
@@ -285,7 +287,7 @@ fn a_format_1_fixture_store_is_backed_up_and_migrated() {
         "10",
     ]))
     .unwrap();
-    assert_eq!(st["format_version"], 4);
+    assert_eq!(st["format_version"], novad::store::schema::FORMAT_VERSION);
     let recent = st["recent"].as_array().unwrap();
     assert_eq!(recent.len(), 3, "timestep records rebuilt");
     for r in recent {
@@ -383,7 +385,7 @@ fn a_format_2_store_gets_its_model_kind_and_topic_fields_by_migration() {
         "json",
     ]))
     .unwrap();
-    assert_eq!(st["format_version"], 4);
+    assert_eq!(st["format_version"], novad::store::schema::FORMAT_VERSION);
     assert_eq!(st["model"], "l1");
     assert_eq!(novad_ok(&["digest", "--store", &s(&d)]), digest);
     let backups = files_in(&d.store())

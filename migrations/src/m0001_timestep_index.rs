@@ -6,8 +6,20 @@
 
 use std::collections::BTreeMap;
 
-use crate::schema::{FileRecord, TimestepRecord, VerdictRecord, FILES, TIMESTEPS, VERDICTS};
 use novad_models::StepStats;
+use serde::Deserialize;
+
+use crate::schema::{TimestepRecord, VerdictRecord, FILES, TIMESTEPS, VERDICTS};
+
+/// A file record as formats 1–4 stored it.
+#[derive(Deserialize)]
+struct FileRecord {
+    name: String,
+    timestep: u64,
+    #[allow(dead_code)]
+    docs: u64,
+    committed_at: i64,
+}
 
 pub fn apply(db: &sled::Db) -> Result<(), String> {
     let verdicts = db.open_tree(VERDICTS).map_err(|e| e.to_string())?;

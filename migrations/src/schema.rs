@@ -10,7 +10,7 @@ use novad_models::{StepStats, TopicKind};
 
 /// Current store format version. Bumped by every layout change, with a migration in
 /// this crate.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 pub const META: &str = "meta";
 pub const VOCAB: &str = "vocab";
@@ -40,6 +40,10 @@ pub const KEY_HISTORY: &[u8] = b"history";
 pub const KEY_ATOM_AGE: &[u8] = b"atom_last_used";
 /// The store's [`novad_models::ModelKind`] (format ≥ 3; absent in older stores = ℓ1).
 pub const KEY_MODEL: &[u8] = b"model";
+/// Prefix of the `meta` keys `progress\0<file name>`: the `files` key (32 bytes) of the last
+/// timestep that consumed part of a file of that name (format ≥ 5). Written in the same
+/// transaction as that timestep; how far into a file ingestion got.
+pub const KEY_PROGRESS: &[u8] = b"progress\0";
 /// Bytes of a part chunk.
 pub const PART_CHUNK_BYTES: usize = 4096;
 
@@ -84,13 +88,36 @@ pub struct VerdictRecord {
     pub terms: Vec<(String, f32)>,
 }
 
-/// A committed batch file, keyed by its content hash.
+/// What one timestep consumed of a batch file. Keyed in `files` by the blake3 hash of the
+/// file's bytes `[0, end)` (the whole file when the timestep consumed it to its end), so a file
+/// whose whole content was committed before is found by its hash.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileRecord {
     pub name: String,
     pub timestep: u64,
     pub docs: u64,
     pub committed_at: i64,
+    /// The byte range consumed; `None` for records from before format 5 (each consumed its
+    /// whole file).
+    pub range: Option<FileRange>,
+}
+
+/// A byte range of a batch file consumed by one timestep: enough to read exactly the same
+/// documents again (same bytes, same line numbers, so the same default ids).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileRange {
+    /// First byte consumed.
+    pub start: u64,
+    /// One past the last byte consumed (always just past a `\n`, or the end of the file).
+    pub end: u64,
+    /// 1-based line number of byte `start` in the file.
+    pub first_line: u64,
+    /// 1-based line number of byte `end`.
+    pub next_line: u64,
+    /// blake3 of the bytes `[start, end)`.
+    pub hash: [u8; 32],
+    /// The file's (device, inode) when it was read from disk; `None` for an in-memory batch.
+    pub file: Option<(u64, u64)>,
 }
 
 /// One committed timestep.

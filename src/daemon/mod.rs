@@ -1,30 +1,37 @@
-//! The daemon: watch an inbox folder, ingest each complete batch file as one timestep, move it
-//! to `processed/` (or `rejected/` with a `.error` note), serve live queries, stop cleanly on
-//! SIGINT/SIGTERM.
+//! The daemon: watch an inbox folder, ingest each complete batch file (one timestep per
+//! [`Limits`]-sized part, in file order), move it to `processed/` (or `rejected/` with a
+//! `.error` note), serve live queries, stop cleanly on SIGINT/SIGTERM/SIGHUP (between two
+//! timesteps; a file stopped in the middle resumes where it was).
 //!
-//! A file is taken when it is complete: it was renamed into the inbox (the watcher saw the
-//! rename — how `rsync` and atomic writers finish), or its size and mtime are unchanged across
-//! two scans and its mtime is at least `settle` old (so `cp` and slow appenders work). Dotfiles, `*.tmp` and `*.part` are ignored.
-//! Files are taken oldest first (mtime, then name). The inbox is rescanned on every watcher
-//! event and at least every `poll` interval, which also covers watcher overflows.
+//! See [`inbox`] for when a file is taken. Files are taken oldest first (mtime, then name).
+//! The inbox is rescanned on every watcher event that can mean a new or changed file (not on
+//! the opens and reads the scan itself causes) and at least every `poll` interval, which also
+//! covers watcher overflows.
+//!
+//! No line reaches `processed/` without a verdict: a file is moved only when every byte of it
+//! is committed, checked right before the move (same inode, same length and mtime as when it
+//! was read) and again through the open descriptor right after it (an append that slipped in
+//! through a descriptor opened before the move moves the file back into the inbox, where its
+//! new tail becomes the next timestep).
 
 pub mod api;
+pub mod inbox;
 
-use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
 use thiserror::Error;
 
-use crate::ingest::{IngestError, Ingestor, Outcome};
-use crate::store::StoreError;
 use novad_models::ModelParams;
+use crate::ingest::{Begin, FileCheck, FileJob, IngestError, Ingestor, Limits, Outcome};
+use crate::store::StoreError;
+pub use inbox::{ignored, move_into, name_of, shown, Inbox, PROCESSED, REJECTED};
 
-pub const PROCESSED: &str = "processed";
-pub const REJECTED: &str = "rejected";
+/// Inbox scans since the daemon started (reported by `novad status` while it runs).
+pub static INBOX_SCANS: AtomicU64 = AtomicU64::new(0);
 
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -36,6 +43,8 @@ pub struct RunConfig {
     pub settle: Duration,
     /// Longest wait between inbox scans.
     pub poll: Duration,
+    /// Most documents / bytes of a file per timestep.
+    pub limits: Limits,
 }
 
 #[derive(Debug, Error)]
@@ -58,102 +67,64 @@ pub enum DaemonError {
     Signals(std::io::Error),
 }
 
-/// Whether a directory entry name is one the daemon never touches.
-pub fn ignored(name: &str) -> bool {
-    name.starts_with('.') || name.ends_with(".tmp") || name.ends_with(".part")
-}
-
-/// Move `path` into `dir` under its own name, or `<name>.1`, `<name>.2`, … if taken.
-pub fn move_into(dir: &Path, path: &Path) -> std::io::Result<PathBuf> {
-    let name = path
-        .file_name()
-        .unwrap_or_default()
-        .to_string_lossy()
-        .into_owned();
-    let mut dest = dir.join(&name);
-    let mut i = 1;
-    while dest.symlink_metadata().is_ok() {
-        dest = dir.join(format!("{name}.{i}"));
-        i += 1;
-    }
-    std::fs::rename(path, &dest)?;
-    Ok(dest)
-}
-
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-/// Reject a file: write `<name>.error` into `rejected/`, then move the file there.
-fn reject(rejected: &Path, path: &Path, reason: &str) {
-    let name = path
-        .file_name()
-        .unwrap_or_default()
-        .to_string_lossy()
-        .into_owned();
-    tracing::warn!(file = %name, reason, "rejected batch file");
-    let note = format!(
-        "novad rejected `{name}` at {}: {reason}\nNothing of this file was applied. Fix it and drop it into the inbox again.\n",
-        crate::query::fmt_time(now_ms())
-    );
-    if let Err(e) = std::fs::write(rejected.join(format!("{name}.error")), note) {
-        tracing::error!(file = %name, error = %e, "cannot write the .error note");
-    }
-    if let Err(e) = move_into(rejected, path) {
-        tracing::error!(file = %name, error = %e, "cannot move the rejected file");
-    }
-}
-
-/// Observed state of a candidate file.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Seen {
-    len: u64,
-    mtime: SystemTime,
-}
-
-enum Candidate {
-    File(PathBuf, Seen),
-    Bad(PathBuf, String),
-}
-
-fn scan(inbox: &Path) -> std::io::Result<Vec<Candidate>> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(inbox)? {
-        let Ok(e) = e else { continue };
-        let name = e.file_name().to_string_lossy().into_owned();
-        if ignored(&name) || name == PROCESSED || name == REJECTED {
-            continue;
+/// Watch `dir`; events that can mean a new, grown or renamed file are sent on the returned
+/// channel (`Some(path)` for a file renamed into it, `None` for "rescan"). Access events
+/// (opens, reads, closes without writing — the daemon's own scans cause them) are dropped.
+fn watch(
+    dir: &Path,
+) -> (
+    Option<notify::RecommendedWatcher>,
+    mpsc::Receiver<Option<PathBuf>>,
+) {
+    let (tx, rx) = mpsc::channel::<Option<PathBuf>>();
+    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind, RenameMode};
+        match res {
+            Ok(ev) => {
+                let msg = match ev.kind {
+                    EventKind::Modify(ModifyKind::Name(RenameMode::To)) => {
+                        Some(ev.paths.first().cloned())
+                    }
+                    EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => {
+                        Some(ev.paths.get(1).cloned())
+                    }
+                    EventKind::Access(AccessKind::Close(AccessMode::Write)) => Some(None),
+                    EventKind::Access(_) => None,
+                    _ => Some(None),
+                };
+                if let Some(m) = msg {
+                    let _ = tx.send(m);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "watcher error; rescanning");
+                let _ = tx.send(None);
+            }
         }
-        let path = e.path();
-        let Ok(md) = path.symlink_metadata() else {
-            continue;
-        };
-        if md.file_type().is_symlink() {
-            out.push(Candidate::Bad(
-                path,
-                "symbolic links are not accepted as batch files; copy the file into the inbox"
-                    .into(),
-            ));
-        } else if md.is_dir() {
-            out.push(Candidate::Bad(
-                path,
-                "directories are not batch files; drop .jsonl or .txt files into the inbox".into(),
-            ));
-        } else if md.is_file() {
-            out.push(Candidate::File(
-                path,
-                Seen {
-                    len: md.len(),
-                    mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-                },
-            ));
+    });
+    let w = match watcher {
+        Ok(mut w) => match w.watch(dir, RecursiveMode::NonRecursive) {
+            Ok(()) => Some(w),
+            Err(e) => {
+                tracing::warn!(error = %e, "file watcher unavailable; polling the inbox");
+                None
+            }
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "file watcher unavailable; polling the inbox");
+            None
         }
-    }
-    Ok(out)
+    };
+    (w, rx)
 }
 
-/// Run the daemon until SIGINT/SIGTERM. A second SIGINT/SIGTERM exits at once (status 130);
-/// the store is consistent either way (a timestep is one transaction).
+/// Run the daemon until SIGINT/SIGTERM/SIGHUP, which stop it after the timestep in progress
+/// (status 0). A second signal exits at once (status 130); the store is consistent either way
+/// (a timestep is one transaction).
 pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
     let inbox_err = |path: &Path, source| DaemonError::Inbox {
         path: path.display().to_string(),
@@ -167,15 +138,17 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
         std::fs::create_dir_all(&d).map_err(|e| inbox_err(&d, e))?;
     }
     // absolute, so scan paths and watcher paths compare equal
-    let inbox = cfg
+    let dir = cfg
         .inbox
         .canonicalize()
         .map_err(|e| inbox_err(&cfg.inbox, e))?;
-    let processed = inbox.join(PROCESSED);
-    let rejected = inbox.join(REJECTED);
 
     let term = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&term))
             .map_err(DaemonError::Signals)?;
         signal_hook::flag::register(sig, Arc::clone(&term)).map_err(DaemonError::Signals)?;
@@ -194,151 +167,31 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
         api = %sock.display(),
         "novad running"
     );
-
-    // The watcher reports files renamed into the inbox (complete by convention); any other
-    // event (including overflow / rescan notices and errors) just triggers a rescan.
-    let (tx, rx) = mpsc::channel::<Option<PathBuf>>();
-    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        use notify::event::{EventKind, ModifyKind, RenameMode};
-        match res {
-            Ok(ev) => {
-                let renamed_to = match ev.kind {
-                    EventKind::Modify(ModifyKind::Name(RenameMode::To)) => {
-                        ev.paths.first().cloned()
-                    }
-                    EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => {
-                        ev.paths.get(1).cloned()
-                    }
-                    _ => None,
-                };
-                let _ = tx.send(renamed_to);
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "watcher error; rescanning");
-                let _ = tx.send(None);
-            }
-        }
-    });
-    let _watcher = match watcher {
-        Ok(mut w) => match w.watch(&inbox, RecursiveMode::NonRecursive) {
-            Ok(()) => Some(w),
-            Err(e) => {
-                tracing::warn!(error = %e, "file watcher unavailable; polling the inbox");
-                None
-            }
-        },
-        Err(e) => {
-            tracing::warn!(error = %e, "file watcher unavailable; polling the inbox");
-            None
-        }
-    };
-
-    let mut seen: HashMap<PathBuf, (Seen, Instant)> = HashMap::new();
-    let mut renamed_in: HashSet<PathBuf> = HashSet::new();
+    let (_watcher, rx) = watch(&dir);
+    let mut inbox = Inbox::new(dir, cfg.settle);
+    let mut active: Option<FileJob> = None;
     while !term.load(Ordering::SeqCst) {
-        let cands = scan(&inbox).map_err(|e| inbox_err(&inbox, e))?;
-        let now = SystemTime::now();
-        // one instant per scan: files first seen together become ready together, so the
-        // (mtime, name) order does not depend on directory listing order
-        let scanned_at = Instant::now();
-        let mut ready: Vec<(SystemTime, PathBuf)> = Vec::new();
-        let mut pending = false;
-        let mut present: Vec<PathBuf> = Vec::new();
-        for c in cands {
-            match c {
-                Candidate::Bad(path, why) => reject(&rejected, &path, &why),
-                Candidate::File(path, s) => {
-                    present.push(path.clone());
-                    let old_enough = now
-                        .duration_since(s.mtime)
-                        .map(|age| age >= cfg.settle)
-                        .unwrap_or(false);
-                    if renamed_in.contains(&path) {
-                        ready.push((s.mtime, path));
-                        continue;
-                    }
-                    match seen.get(&path) {
-                        Some((prev, since))
-                            if *prev == s
-                                && old_enough
-                                && scanned_at.duration_since(*since)
-                                    >= cfg.settle.min(Duration::from_millis(200)) =>
-                        {
-                            ready.push((s.mtime, path));
-                        }
-                        Some((prev, _)) if *prev == s => pending = true,
-                        _ => {
-                            seen.insert(path, (s, scanned_at));
-                            pending = true;
-                        }
-                    }
-                }
-            }
-        }
-        seen.retain(|p, _| present.contains(p));
-        renamed_in.retain(|p| present.contains(p));
-        ready.sort();
-        if let Some((_, path)) = ready.into_iter().next() {
-            seen.remove(&path);
-            renamed_in.remove(&path);
-            let name = path
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
-            match ing.ingest_path(&path, now_ms()) {
-                Ok(Outcome::Committed {
-                    timestep,
-                    stats,
-                    commit,
-                    seconds,
-                    seconds_store,
-                }) => {
-                    tracing::info!(
-                        file = %name,
-                        timestep,
-                        docs = stats.docs,
-                        novel = stats.novel,
-                        bootstrap = stats.bootstrap,
-                        ceiling = format!("{:.3}", stats.ceiling_fraction),
-                        written_kib = commit.bytes / 1024,
-                        seconds = format!("{seconds:.3}"),
-                        store_seconds = format!("{seconds_store:.3}"),
-                        "timestep committed"
-                    );
-                    if let Err(e) = move_into(&processed, &path) {
-                        tracing::error!(file = %name, error = %e, "committed but cannot move to processed/");
-                    }
-                }
-                Ok(Outcome::AlreadyCommitted { timestep }) => {
-                    tracing::info!(file = %name, timestep, "already committed before a restart; moving to processed/");
-                    if let Err(e) = move_into(&processed, &path) {
-                        tracing::error!(file = %name, error = %e, "cannot move to processed/");
-                    }
-                }
-                Ok(Outcome::Rejected(reason)) => reject(&rejected, &path, &reason),
-                Err(IngestError::Read { path: p, source }) => {
-                    // vanished or unreadable: report and look again on the next scan
-                    tracing::warn!(file = %p, error = %source, "cannot read batch file");
-                }
-                Err(IngestError::Store(e)) => return Err(e.into()),
+        if let Some(mut job) = active.take() {
+            if continue_file(&mut ing, &mut inbox, &mut job, cfg.limits)? {
+                active = Some(job);
             }
             continue;
         }
-        let wait = if pending {
+        INBOX_SCANS.fetch_add(1, Ordering::Relaxed);
+        let scan = inbox.scan().map_err(|e| inbox_err(&inbox.dir, e))?;
+        if let Some(path) = scan.ready {
+            inbox.forget(&path);
+            active = start_file(&mut ing, &mut inbox, &path)?;
+            continue;
+        }
+        let wait = if scan.pending {
             Duration::from_millis(100)
         } else {
             cfg.poll
         };
         let mut note = |ev: Option<PathBuf>| {
             if let Some(p) = ev {
-                let name = p
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                if p.parent() == Some(inbox.as_path()) && !ignored(&name) {
-                    renamed_in.insert(p);
-                }
+                inbox.note_renamed(p);
             }
         };
         if let Ok(ev) = rx.recv_timeout(wait) {
@@ -348,8 +201,168 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
             note(ev);
         }
     }
-    tracing::info!(timestep = ing.engine.timestep(), "shutting down");
+    match &active {
+        Some(job) => tracing::info!(
+            timestep = ing.engine.timestep(),
+            file = %shown(&job.name),
+            resumes_at_byte = job.pos(),
+            "shutting down; the file stays in the inbox and resumes at that byte"
+        ),
+        None => tracing::info!(timestep = ing.engine.timestep(), "shutting down"),
+    }
+    drop(active);
     drop(ing);
     let _ = std::fs::remove_file(&sock);
     Ok(())
+}
+
+/// Open a complete file and decide what to do with it; returns the job when it has ranges
+/// left to ingest.
+fn start_file(
+    ing: &mut Ingestor,
+    inbox: &mut Inbox,
+    path: &Path,
+) -> Result<Option<FileJob>, DaemonError> {
+    let name = shown(&name_of(path));
+    let begin = match ing.begin(path, now_ms()) {
+        Ok(b) => b,
+        Err(IngestError::Read { source, .. }) => {
+            inbox.unreadable(path, &source);
+            return Ok(None);
+        }
+        Err(IngestError::Store(e)) => return Err(e.into()),
+    };
+    inbox.readable(path);
+    match begin {
+        Begin::Job(job) if job.done() => finish(ing, inbox, &job),
+        Begin::Job(job) => return Ok(Some(job)),
+        Begin::AlreadyCommitted { timestep, job } => {
+            tracing::info!(file = %name, timestep, "committed up to its end before (a restart, or its writer just closed it); moving to processed/");
+            finish(ing, inbox, &job);
+        }
+        Begin::Duplicate { of, timestep } => inbox::reject(
+            &inbox.rejected,
+            path,
+            &format!(
+                "duplicate of `{}`, timestep {timestep}: the same content was committed before",
+                shown(&of)
+            ),
+            "Nothing of this file was applied: its documents already have verdicts.",
+        ),
+        Begin::Rejected(why) => inbox::reject(&inbox.rejected, path, &why, inbox::NOTHING_APPLIED),
+    }
+    Ok(None)
+}
+
+/// Ingest the next range of `job`; returns whether the job goes on.
+fn continue_file(
+    ing: &mut Ingestor,
+    inbox: &mut Inbox,
+    job: &mut FileJob,
+    limits: Limits,
+) -> Result<bool, DaemonError> {
+    let name = shown(&job.name);
+    let started_at = job.pos();
+    match ing.next_timestep(job, limits, now_ms()) {
+        Ok(Outcome::Committed {
+            timestep,
+            stats,
+            commit,
+            start,
+            end,
+            seconds,
+            seconds_store,
+        }) => {
+            tracing::info!(
+                file = %name,
+                timestep,
+                bytes = format!("{start}..{end} of {}", job.len()),
+                docs = stats.docs,
+                novel = stats.novel,
+                bootstrap = stats.bootstrap,
+                ceiling = format!("{:.3}", stats.ceiling_fraction),
+                written_kib = commit.bytes / 1024,
+                seconds = format!("{seconds:.3}"),
+                store_seconds = format!("{seconds_store:.3}"),
+                "timestep committed"
+            );
+        }
+        Ok(Outcome::Blank { .. }) => {}
+        Ok(Outcome::Changed(why)) => {
+            tracing::info!(file = %name, reason = %why, "changed while being read; nothing of that part was applied, it is read again once stable");
+            return Ok(false);
+        }
+        Ok(Outcome::Rejected(why)) => {
+            let applied = if started_at == 0 {
+                inbox::NOTHING_APPLIED.to_string()
+            } else {
+                format!("Bytes 0..{started_at} of this file were applied (earlier timesteps); nothing from byte {started_at} on.")
+            };
+            let why = format!("bytes from {started_at} on: {why}");
+            inbox::reject(&inbox.rejected, &job.path, &why, &applied);
+            return Ok(false);
+        }
+        Ok(o @ (Outcome::AlreadyCommitted { .. } | Outcome::Duplicate { .. })) => {
+            unreachable!("next_timestep never reports {o:?}")
+        }
+        Err(IngestError::Read { path, source }) => {
+            tracing::warn!(file = %shown(&path), error = %source, "cannot read batch file; trying again later");
+            return Ok(false);
+        }
+        Err(IngestError::Store(e)) => return Err(e.into()),
+    }
+    if job.done() {
+        finish(ing, inbox, job);
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// Move a fully committed file to `processed/` if it is still exactly what was committed;
+/// otherwise leave it in the inbox (a grown file's new part becomes the next timestep once the
+/// file is stable again).
+fn finish(ing: &Ingestor, inbox: &mut Inbox, job: &FileJob) {
+    let name = shown(&job.name);
+    let writer = job.writer_open() == Some(true);
+    match job.check() {
+        FileCheck::Unchanged if !writer => {}
+        FileCheck::Unchanged | FileCheck::Grown { .. } if writer || job.writing() => {
+            tracing::debug!(file = %name, committed_bytes = job.len(), "open for writing; its complete lines are committed, it stays in the inbox until the writer closes it");
+            inbox.hold(&job.path);
+            return;
+        }
+        FileCheck::Unchanged => unreachable!("handled above"),
+        FileCheck::Grown { len } => {
+            tracing::info!(file = %name, committed_bytes = job.len(), len, "grew after its last commit; the new part becomes the next timestep once the file is stable");
+            return;
+        }
+        FileCheck::Changed(why) => {
+            tracing::info!(file = %name, reason = %why, "changed after its last commit; it is looked at again once stable");
+            return;
+        }
+    }
+    let dest = match move_into(&inbox.processed, &job.path) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!(file = %name, error = %e, "committed but cannot move to processed/");
+            return;
+        }
+    };
+    if let FileCheck::Grown { len } = job.check_open() {
+        // appended through a descriptor opened before the move: put it back (a hard link
+        // fails rather than replace a new file of the same name)
+        if std::fs::hard_link(&dest, &job.path).is_ok() {
+            let _ = std::fs::remove_file(&dest);
+            tracing::info!(file = %name, committed_bytes = job.len(), len, "grew while being moved; moved back into the inbox, the new part becomes the next timestep");
+        } else {
+            tracing::error!(file = %name, moved_to = %shown(&dest.display().to_string()), from_byte = job.len(), len,
+                "grew while being moved and cannot be moved back (a new file of that name is in the inbox): the bytes from `from_byte` on have no verdict; drop them into the inbox as a new file");
+        }
+        return;
+    }
+    if let Some(key) = job.key() {
+        if let Err(e) = ing.store.forget_progress(&job.name, &key) {
+            tracing::warn!(file = %name, error = %e, "cannot clear the file's progress entry (harmless)");
+        }
+    }
 }

@@ -101,6 +101,9 @@ pub struct TimestepWrite {
     pub record: TimestepRecord,
     /// Extra (key, value) pairs for the `topics` tree.
     pub topics: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Name of the file whose progress (`meta/progress\0<name>` → `hash`) this timestep
+    /// records; `None` for an in-memory batch.
+    pub progress: Option<String>,
 }
 
 /// What a commit wrote.
@@ -415,6 +418,31 @@ impl Store {
         }
     }
 
+    /// The `files` key of the last timestep that consumed part of a file named `name`.
+    pub fn progress(&self, name: &str) -> Result<Option<[u8; 32]>> {
+        match self
+            .tree(META)
+            .get(progress_key(name))
+            .map_err(|e| self.sled(e))?
+        {
+            None => Ok(None),
+            Some(v) => <[u8; 32]>::try_from(v.as_ref())
+                .map(Some)
+                .map_err(|_| self.corrupt("file progress", format!("{} bytes", v.len()))),
+        }
+    }
+
+    /// Drop the progress entry of `name` if it still is `hash` (the file was moved out of the
+    /// inbox). Losing this write is harmless: an entry only applies to the file it was
+    /// written for (same device, inode and content).
+    pub fn forget_progress(&self, name: &str, hash: &[u8; 32]) -> Result<()> {
+        let _ = self
+            .tree(META)
+            .compare_and_swap(progress_key(name), Some(&hash[..]), None as Option<&[u8]>)
+            .map_err(|e| self.sled(e))?;
+        Ok(())
+    }
+
     /// Commit one timestep atomically: the new model state (changed chunks only) and the
     /// timestep's records. Not durable until [`Store::flush`].
     pub fn commit(&mut self, engine: &Engine, write: &TimestepWrite) -> Result<CommitStats> {
@@ -476,6 +504,9 @@ impl Store {
             write.hash.to_vec(),
             Some(postcard::to_stdvec(&write.file).unwrap()),
         ));
+        if let Some(name) = &write.progress {
+            ops.push((0, progress_key(name), Some(write.hash.to_vec())));
+        }
         let ti = ALL_TREES.iter().position(|n| *n == TIMESTEPS).unwrap();
         ops.push((
             ti,
@@ -535,6 +566,13 @@ impl Drop for Store {
         let _ = self.db.flush();
         let _ = std::fs::remove_file(pid_path(&self.dir));
     }
+}
+
+/// The `meta` key of a file name's ingest progress.
+fn progress_key(name: &str) -> Vec<u8> {
+    let mut k = KEY_PROGRESS.to_vec();
+    k.extend_from_slice(name.as_bytes());
+    k
 }
 
 /// Total size of the regular files under `dir`.

@@ -20,6 +20,7 @@ pub fn bin() -> PathBuf {
     }
 }
 
+/// The 20NG archive (see `novad_lab::corpus::archive_20news`).
 pub fn archive() -> PathBuf {
     novad_lab::corpus::archive_20news()
 }

@@ -176,6 +176,7 @@ fn answer(sh: &Shared, req: &Request, out: &mut impl Write) -> io::Result<()> {
             .map_err(Stop::Query)
             .and_then(|mut st| {
                 st.daemon_pid = Some(std::process::id());
+                st.inbox_scans = Some(crate::daemon::INBOX_SCANS.load(std::sync::atomic::Ordering::Relaxed));
                 st.disk_bytes = crate::store::dir_size(&sh.store_dir);
                 Ok(data_line(out, &st).map(|()| 1)?)
             }),

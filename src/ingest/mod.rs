@@ -1,0 +1,323 @@
+//! Batch files → committed timesteps. Shared by the daemon and `novad ingest`.
+//!
+//! A file is consumed in order, in byte ranges of at most [`Limits`] documents / bytes, each
+//! range one timestep committed in one transaction together with a file record saying which
+//! bytes it consumed ([`FileRecord`], keyed by the hash of the file's bytes up to the range's
+//! end) and the file's progress (`meta/progress\0<name>`). After a crash or a stop the next
+//! ingest of the same file (same device, inode and content up to the recorded end) resumes at
+//! that end; a file that grew after its last commit gets its new tail as the next timestep.
+//! See [`file`] for the checks made before every commit.
+
+pub mod file;
+
+use std::path::Path;
+use std::time::Instant;
+
+use thiserror::Error;
+
+use crate::batch::{parse_batch, BatchDoc, BatchError};
+use novad_models::{EngineError, StepOutput, StepStats};
+use novad_models::{Engine, ModelParams};
+use crate::store::schema::{FileRange, FileRecord, TimestepRecord, VerdictRecord};
+use crate::store::{CommitStats, Store, StoreError, TimestepWrite};
+use crate::store::schema::{topic_key, TopicRecord};
+
+pub use file::{Begin, FileCheck, FileJob};
+
+#[derive(Debug, Error)]
+pub enum IngestError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Most documents and bytes one timestep takes from a file; a larger file is consumed as
+/// several consecutive timesteps in file order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_docs: usize,
+    pub max_bytes: u64,
+}
+
+/// Default documents per timestep.
+pub const DEFAULT_MAX_BATCH_DOCS: usize = 10_000;
+/// Default bytes per timestep.
+pub const DEFAULT_MAX_BATCH_BYTES: u64 = 16 << 20;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_docs: DEFAULT_MAX_BATCH_DOCS,
+            max_bytes: DEFAULT_MAX_BATCH_BYTES,
+        }
+    }
+}
+
+/// What happened to one timestep's worth of a batch.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A new timestep was committed and flushed.
+    Committed {
+        timestep: u64,
+        stats: Box<StepStats>,
+        commit: CommitStats,
+        /// Bytes `[start, end)` of the file it consumed.
+        start: u64,
+        end: u64,
+        /// Whole ingest, and the part spent committing + flushing the store.
+        seconds: f64,
+        seconds_store: f64,
+    },
+    /// The same content was committed before (e.g. a crash after the flush, before the move).
+    AlreadyCommitted { timestep: u64 },
+    /// The whole content equals what was committed from another file (or another copy of it).
+    Duplicate { of: String, timestep: u64 },
+    /// Nothing of this part was applied; the reason says what and where.
+    Rejected(String),
+    /// The file changed or was replaced while being read; nothing was applied, read it again
+    /// once it is stable.
+    Changed(String),
+    /// The rest of the file held only blank lines: nothing to commit.
+    Blank { start: u64, end: u64 },
+}
+
+/// The store and the model it holds, kept in step: after every successful ingest the model in
+/// memory equals the model in the store.
+pub struct Ingestor {
+    pub store: Store,
+    pub engine: Engine,
+}
+
+/// Where the documents of a commit come from.
+struct Source<'a> {
+    name: &'a str,
+    /// `files` key: blake3 of the file's bytes up to `range.end`.
+    key: [u8; 32],
+    range: FileRange,
+    /// Record the file's progress under its name.
+    progress: bool,
+}
+
+impl Ingestor {
+    /// Open the store in `dir` with its model (a new store gets `params` or the ℓ1 defaults;
+    /// an existing one must match `params`, kind included, when they are given).
+    pub fn open(dir: &Path, params: Option<&ModelParams>) -> Result<Ingestor, StoreError> {
+        let mut store = Store::open(dir)?;
+        let engine = store.engine(params)?;
+        Ok(Ingestor { store, engine })
+    }
+
+    /// Ingest a whole file: one timestep per [`Limits`]-sized range, until the length the file
+    /// had when it was opened. Stops at the first outcome that is not a commit. Returns the
+    /// outcomes in order.
+    pub fn ingest_path(
+        &mut self,
+        path: &Path,
+        limits: Limits,
+        now_ms: i64,
+    ) -> Result<Vec<Outcome>, IngestError> {
+        let mut job = match self.begin(path, now_ms)? {
+            Begin::Job(job) => job,
+            Begin::AlreadyCommitted { timestep, .. } => {
+                return Ok(vec![Outcome::AlreadyCommitted { timestep }])
+            }
+            Begin::Duplicate { of, timestep } => {
+                return Ok(vec![Outcome::Duplicate { of, timestep }])
+            }
+            Begin::Rejected(why) => return Ok(vec![Outcome::Rejected(why)]),
+        };
+        let mut out = Vec::new();
+        while !job.done() {
+            let o = self.next_timestep(&mut job, limits, now_ms)?;
+            let go_on = matches!(o, Outcome::Committed { .. } | Outcome::Blank { .. });
+            out.push(o);
+            if !go_on {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Ingest a batch given as bytes, as one timestep: parse, step the model, commit one
+    /// transaction, flush. On rejection or error nothing is applied and the model in memory is
+    /// unchanged.
+    pub fn ingest_bytes(
+        &mut self,
+        name: &str,
+        bytes: &[u8],
+        now_ms: i64,
+    ) -> Result<Outcome, IngestError> {
+        let t0 = Instant::now();
+        let key: [u8; 32] = *blake3::hash(bytes).as_bytes();
+        if let Some(rec) = self.store.file_record(&key)? {
+            return Ok(if rec.name == name {
+                Outcome::AlreadyCommitted {
+                    timestep: rec.timestep,
+                }
+            } else {
+                Outcome::Duplicate {
+                    of: rec.name,
+                    timestep: rec.timestep,
+                }
+            });
+        }
+        let docs = match parse_batch(name, bytes, now_ms) {
+            Ok(d) => d,
+            Err(e @ BatchError::Line { .. }) | Err(e @ BatchError::File(_)) => {
+                return Ok(Outcome::Rejected(e.to_string()))
+            }
+        };
+        let lines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+        let src = Source {
+            name,
+            key,
+            range: FileRange {
+                start: 0,
+                end: bytes.len() as u64,
+                first_line: 1,
+                next_line: lines + 1,
+                hash: key,
+                file: None,
+            },
+            progress: false,
+        };
+        self.commit_docs(&src, &docs, now_ms, t0)
+    }
+
+    /// Step the model on `docs` and commit the timestep with its records; flush.
+    fn commit_docs(
+        &mut self,
+        src: &Source,
+        docs: &[BatchDoc],
+        now_ms: i64,
+        t0: Instant,
+    ) -> Result<Outcome, IngestError> {
+        let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
+        let (model, out) = match self.engine.step(&texts) {
+            Ok(r) => r,
+            Err(e @ EngineError::NonFinite(_)) | Err(e @ EngineError::Inconsistent(_)) => {
+                return Ok(Outcome::Rejected(format!(
+                    "the engine could not process it: {e}"
+                )))
+            }
+            Err(EngineError::Params(e)) => {
+                return Ok(Outcome::Rejected(format!("invalid parameters: {e}")))
+            }
+        };
+        let timestep = self.engine.timestep();
+        let (verdicts, topics) = step_records(src.name, timestep, docs, &model, &out, now_ms);
+        let hex: String = src.key.iter().map(|b| format!("{b:02x}")).collect();
+        let write = TimestepWrite {
+            verdicts,
+            hash: src.key,
+            file: FileRecord {
+                name: src.name.to_string(),
+                timestep,
+                docs: docs.len() as u64,
+                committed_at: now_ms,
+                range: Some(src.range.clone()),
+            },
+            record: TimestepRecord {
+                timestep,
+                file: src.name.to_string(),
+                hash: hex,
+                committed_at: now_ms,
+                stats: out.stats.clone(),
+            },
+            topics,
+            progress: src.progress.then(|| src.name.to_string()),
+        };
+        let t_store = Instant::now();
+        let commit = self.store.commit(&model, &write)?;
+        // The transaction is applied (visible to readers and to the file-hash check) even if
+        // the flush below fails, so the model in memory must follow it now: a retry of this
+        // file then finds it committed, and the next batch steps from this timestep.
+        self.engine = model;
+        self.store.flush()?;
+        let seconds_store = t_store.elapsed().as_secs_f64();
+        Ok(Outcome::Committed {
+            timestep,
+            stats: Box::new(out.stats),
+            commit,
+            start: src.range.start,
+            end: src.range.end,
+            seconds: t0.elapsed().as_secs_f64(),
+            seconds_store,
+        })
+    }
+}
+
+/// The verdict records and the (key, value) pairs of the emerging-topic records of one step.
+fn step_records(
+    source: &str,
+    timestep: u64,
+    docs: &[BatchDoc],
+    model: &Engine,
+    out: &StepOutput,
+    now_ms: i64,
+) -> (Vec<VerdictRecord>, Vec<(Vec<u8>, Vec<u8>)>) {
+    let verdicts: Vec<VerdictRecord> = docs
+        .iter()
+        .zip(&out.verdicts)
+        .enumerate()
+        .map(|(i, (d, v))| VerdictRecord {
+            doc_id: d.id.clone(),
+            time: d.time,
+            timestep,
+            seq: i as u32,
+            source: source.to_string(),
+            score: v.score,
+            novel: v.novel,
+            bootstrap: v.bootstrap,
+            empty: v.empty,
+            at_ceiling: v.at_ceiling,
+            terms: v
+                .terms
+                .iter()
+                .map(|(t, r)| (t.clone(), *r as f32))
+                .collect(),
+        })
+        .collect();
+    let topics: Vec<(Vec<u8>, Vec<u8>)> = out
+        .topics
+        .iter()
+        .enumerate()
+        .map(|(id, t)| {
+            let rec = TopicRecord {
+                timestep,
+                id: id as u32,
+                time: t
+                    .members
+                    .iter()
+                    .map(|&j| docs[j].time)
+                    .min()
+                    .unwrap_or(now_ms),
+                size: t.members.len() as u32,
+                terms: t
+                    .terms
+                    .iter()
+                    .map(|&(tid, w)| (model.vocab().term(tid).to_string(), w))
+                    .collect(),
+                docs: t
+                    .representatives
+                    .iter()
+                    .map(|&j| docs[j].id.clone())
+                    .collect(),
+                mean_score: t.mean_score,
+                kind: t.kind,
+                strength: t.strength,
+                profile: t.profile.clone(),
+            };
+            (
+                topic_key(timestep, id as u32),
+                postcard::to_stdvec(&rec).unwrap(),
+            )
+        })
+        .collect();
+    (verdicts, topics)
+}
