@@ -42,6 +42,12 @@ pub enum Command {
     Import(SnapshotArgs),
     /// Print a fingerprint (blake3) of the model state: equal digests mean identical models.
     Digest(StoreArg),
+    /// Read and verify every tree of a store (records decode, timesteps complete, verdicts
+    /// per file, model state equal to the committed digest). Exit status 0 healthy, 3 damaged.
+    Check(CheckArgs),
+    /// Build a new store by replaying the processed batch files in the order the old store
+    /// recorded (its records, or its journal.jsonl when it does not open).
+    Rebuild(RebuildArgs),
     /// Replicate the papers' experiments on a labelled corpus: ℓ1-online vs ℓ1-batch, ℓ2 and
     /// nearest-neighbour baselines; writes report.md, results.json and SVG plots to --out.
     Eval(crate::eval::EvalArgs),
@@ -312,4 +318,26 @@ pub struct SnapshotArgs {
     pub store: StoreArg,
     /// Snapshot file.
     pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RebuildArgs {
+    /// Folder holding the processed batch files (usually INBOX/processed).
+    #[arg(long)]
+    pub from: PathBuf,
+    /// The old (damaged) store whose records or journal give the replay order.
+    #[arg(long, default_value = "./novad-data")]
+    pub old: PathBuf,
+    /// The new store directory (must not hold a store); default: OLD with `.rebuilt`.
+    #[arg(long)]
+    pub store: Option<PathBuf>,
 }

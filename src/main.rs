@@ -9,7 +9,7 @@ use novad::cli::{Cli, Command, StatusFormat, TopicFormat};
 use novad::daemon::{self, api, RunConfig};
 use novad::ingest::{Ingestor, Outcome};
 use novad::query::{self, VerdictFilter};
-use novad::store::{snapshot, Store};
+use novad::store::{guard, snapshot, Store, StoreError};
 
 fn init_logs(verbose: u8, default: &str) {
     let level = match verbose {
@@ -46,9 +46,50 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("novad: error: {e:#}");
-            ExitCode::from(1)
+            if is_damaged(&e) {
+                ExitCode::from(guard::EXIT_DAMAGED)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
+}
+
+/// Whether the error says the store is damaged (exit status [`guard::EXIT_DAMAGED`]).
+fn is_damaged(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<StoreError>().is_some_and(|s| s.is_damaged())
+            || c.downcast_ref::<daemon::DaemonError>().is_some_and(
+                |d| matches!(d, daemon::DaemonError::Store(s) if s.is_damaged()),
+            )
+            || c.downcast_ref::<novad::ingest::IngestError>().is_some_and(
+                |i| matches!(i, novad::ingest::IngestError::Store(s) if s.is_damaged()),
+            )
+            || c.downcast_ref::<novad::store::rebuild::RebuildError>().is_some_and(
+                |r| matches!(r, novad::store::rebuild::RebuildError::Store(s) if s.is_damaged()),
+            )
+    })
+}
+
+/// Run a direct read of the store under the damage guard; a read error that reports
+/// corruption becomes a "store damaged" error.
+fn read_store<T>(
+    dir: &std::path::Path,
+    what: &str,
+    f: impl FnOnce() -> std::result::Result<T, String>,
+) -> Result<T> {
+    let r = guard::watched(dir, what, f)?;
+    r.map_err(|msg| {
+        let lower = msg.to_lowercase();
+        if lower.contains("corrupt") {
+            anyhow::Error::new(StoreError::Damaged {
+                dir: dir.display().to_string(),
+                detail: format!("{what}: {msg}"),
+            })
+        } else {
+            anyhow::anyhow!(msg)
+        }
+    })
 }
 
 fn time_bound(s: &Option<String>, until: bool) -> Result<Option<i64>> {
@@ -126,7 +167,10 @@ fn dispatch(cli: Cli) -> Result<()> {
                 Some(vs) => vs,
                 None => {
                     let store = open_existing(dir)?;
-                    query::verdicts(store.db(), &filter).map_err(|e| anyhow::anyhow!(e))?
+                    read_store(dir, "reading verdicts", || {
+                        query::verdicts(store.db(), &filter)
+                    })?
+                    // the store (and its lock) is released here, before the output is written
                 }
             };
             query::write_verdicts(&mut out, &vs, a.format)?;
@@ -145,8 +189,9 @@ fn dispatch(cli: Cli) -> Result<()> {
                     .context("bad response from the daemon")?,
                 None => {
                     let store = open_existing(dir)?;
-                    novad::topics::query(store.db(), since, until)
-                        .map_err(|e| anyhow::anyhow!(e))?
+                    read_store(dir, "reading topics", || {
+                        novad::topics::query(store.db(), since, until)
+                    })?
                 }
             };
             match a.format {
@@ -180,8 +225,9 @@ fn dispatch(cli: Cli) -> Result<()> {
                 Some(s) => s,
                 None => {
                     let store = open_existing(dir)?;
-                    let mut s =
-                        query::status(store.db(), a.recent).map_err(|e| anyhow::anyhow!(e))?;
+                    let mut s = read_store(dir, "reading the status", || {
+                        query::status(store.db(), a.recent)
+                    })?;
                     s.disk_bytes = store.disk_bytes();
                     s
                 }
@@ -244,6 +290,69 @@ fn dispatch(cli: Cli) -> Result<()> {
             let engine = store.engine(None)?;
             writeln!(out, "{}", blake3::hash(&engine.to_bytes()).to_hex())?;
         }
+        Command::Check(a) => {
+            let dir = &a.store.store;
+            if !dir.join("db").exists() {
+                bail!("no store at {}", dir.display());
+            }
+            let r = novad::store::check::check(dir)?;
+            if a.json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
+            } else {
+                write_check(&mut out, dir, &r)?;
+            }
+            if !r.problems.is_empty() {
+                out.flush()?;
+                return Err(StoreError::Damaged {
+                    dir: dir.display().to_string(),
+                    detail: format!(
+                        "{} problem(s) found: {}",
+                        r.problems.len(),
+                        r.problems.join("; ")
+                    ),
+                }
+                .into());
+            }
+        }
+        Command::Rebuild(a) => {
+            use novad::store::rebuild;
+            let new = a.store.clone().unwrap_or_else(|| {
+                let mut s = a.old.clone().into_os_string();
+                s.push(".rebuilt");
+                s.into()
+            });
+            let plan = rebuild::plan(&a.old)?;
+            writeln!(
+                out,
+                "replaying {} timesteps from {} in the order of {} ({})",
+                plan.entries.len(),
+                a.from.display(),
+                a.old.display(),
+                match plan.source {
+                    rebuild::OrderSource::Store => "its records",
+                    rebuild::OrderSource::Journal => "its journal.jsonl",
+                }
+            )?;
+            let s = rebuild::run(&plan, &a.from, &new)?;
+            writeln!(
+                out,
+                "rebuilt {} timesteps ({} documents) into {}",
+                s.timesteps,
+                s.docs,
+                new.display()
+            )?;
+            writeln!(out, "digest {}", s.model_digest)?;
+            for (what, m) in [
+                ("the old store's model", s.matches_old_model),
+                ("the committed state (committed.json)", s.matches_committed),
+            ] {
+                match m {
+                    Some(true) => writeln!(out, "equal to {what}")?,
+                    Some(false) => bail!("the rebuilt store differs from {what}"),
+                    None => {}
+                }
+            }
+        }
         Command::Import(a) => {
             let n = snapshot::import(&a.store.store, &a.file)?;
             // open once to run migrations (an older snapshot) and check the model loads; sled
@@ -264,6 +373,39 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+fn write_check(
+    out: &mut impl Write,
+    dir: &std::path::Path,
+    r: &novad::store::check::Report,
+) -> std::io::Result<()> {
+    writeln!(out, "store {}", dir.display())?;
+    for (t, n) in &r.trees {
+        writeln!(out, "  tree {t:<10} {n:>9} records read")?;
+    }
+    writeln!(out, "  timesteps  {}", r.timesteps)?;
+    writeln!(out, "  state      {}", r.state_digest)?;
+    writeln!(out, "  digest     {}", r.model_digest)?;
+    match &r.sidecar {
+        Some(c) => writeln!(
+            out,
+            "  committed  {} timesteps, state {}",
+            c.timesteps, c.state_digest
+        )?,
+        None => writeln!(out, "  committed  no committed.json")?,
+    }
+    match r.journal_entries {
+        Some(n) => writeln!(out, "  journal    {n} timesteps")?,
+        None => writeln!(out, "  journal    none")?,
+    }
+    if r.problems.is_empty() {
+        writeln!(out, "ok: every tree read and verified")?;
+    }
+    for p in &r.problems {
+        writeln!(out, "problem: {p}")?;
+    }
     Ok(())
 }
 

@@ -84,6 +84,12 @@ pub fn serve(store_dir: &Path, db: sled::Db) -> std::io::Result<PathBuf> {
     Ok(path)
 }
 
+/// A store read under [`crate::store::guard::watched`] (a sled panic becomes an error line;
+/// a read that stalls stops the daemon as damaged).
+fn guarded<T>(dir: &Path, what: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    crate::store::guard::watched(dir, what, f).unwrap_or_else(|e| Err(e.to_string()))
+}
+
 fn handle(conn: UnixStream, db: &sled::Db, dir: &Path) -> std::io::Result<()> {
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(conn.try_clone()?);
@@ -102,25 +108,31 @@ fn handle(conn: UnixStream, db: &sled::Db, dir: &Path) -> std::io::Result<()> {
         }
     };
     match req {
-        Request::Verdicts { filter } => match query::verdicts(db, &filter) {
-            Ok(vs) => {
-                for v in vs {
-                    serde_json::to_writer(&mut out, &v)?;
+        Request::Verdicts { filter } => {
+            match guarded(dir, "reading verdicts", || query::verdicts(db, &filter)) {
+                Ok(vs) => {
+                    for v in vs {
+                        serde_json::to_writer(&mut out, &v)?;
+                        out.write_all(b"\n")?;
+                    }
+                }
+                Err(e) => writeln!(out, "{}", serde_json::json!({ "error": e }))?,
+            }
+        }
+        Request::Status { recent } => {
+            match guarded(dir, "reading the status", || query::status(db, recent)) {
+                Ok(mut s) => {
+                    s.daemon_pid = Some(std::process::id());
+                    s.disk_bytes = crate::store::dir_size(dir);
+                    serde_json::to_writer(&mut out, &s)?;
                     out.write_all(b"\n")?;
                 }
+                Err(e) => writeln!(out, "{}", serde_json::json!({ "error": e }))?,
             }
-            Err(e) => writeln!(out, "{}", serde_json::json!({ "error": e }))?,
-        },
-        Request::Status { recent } => match query::status(db, recent) {
-            Ok(mut s) => {
-                s.daemon_pid = Some(std::process::id());
-                s.disk_bytes = crate::store::dir_size(dir);
-                serde_json::to_writer(&mut out, &s)?;
-                out.write_all(b"\n")?;
-            }
-            Err(e) => writeln!(out, "{}", serde_json::json!({ "error": e }))?,
-        },
-        Request::Topics { since, until } => match crate::topics::query(db, since, until) {
+        }
+        Request::Topics { since, until } => match guarded(dir, "reading topics", || {
+            crate::topics::query(db, since, until)
+        }) {
             Ok(ts) => {
                 for t in ts {
                     serde_json::to_writer(&mut out, &t)?;

@@ -181,7 +181,9 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
         signal_hook::flag::register(sig, Arc::clone(&term)).map_err(DaemonError::Signals)?;
     }
 
-    let mut ing = Ingestor::open(&cfg.store, cfg.params.as_ref())?;
+    let mut ing = crate::store::retry::open_waiting(&cfg.store, &term, || {
+        Ingestor::open(&cfg.store, cfg.params.as_ref())
+    })?;
     let sock =
         api::serve(&cfg.store, ing.store.db().clone()).map_err(|source| DaemonError::Api {
             path: api::socket_path(&cfg.store).display().to_string(),
@@ -321,7 +323,9 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
                     // vanished or unreadable: report and look again on the next scan
                     tracing::warn!(file = %p, error = %source, "cannot read batch file");
                 }
-                Err(IngestError::Store(e)) => return Err(e.into()),
+                Err(IngestError::Store(e)) => {
+                    crate::store::retry::after_store_error(e, &cfg.store, &term)?
+                }
             }
             continue;
         }
