@@ -188,4 +188,47 @@ mod tests {
         assert!(ACTIVE.with(|a| a.borrow().is_empty()));
         assert_eq!(watched(dir, "fine", || 5).unwrap(), 5);
     }
+
+    /// Runs itself as a child process (the watchdog ends the process it runs in): a section
+    /// that reports progress outlives the stall limit; one that does not ends the process
+    /// with [`EXIT_DAMAGED`] and a message naming the store and the operation.
+    #[test]
+    fn a_stalled_section_ends_the_process_with_the_damaged_status() {
+        const NAME: &str =
+            "store::guard::tests::a_stalled_section_ends_the_process_with_the_damaged_status";
+        if std::env::var_os("NOVAD_GUARD_STALL_CHILD").is_some() {
+            let dir = Path::new("/stalled-store");
+            let t = Instant::now();
+            watched(dir, "a long scan", || {
+                while t.elapsed() < Duration::from_millis(2500) {
+                    std::thread::sleep(Duration::from_millis(100));
+                    progress();
+                }
+            })
+            .unwrap();
+            println!("survived a 2.5 s scan with progress");
+            let _ = watched(dir, "a read", || loop {
+                std::thread::sleep(Duration::from_millis(50));
+            });
+            unreachable!("the watchdog ends the process");
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env("NOVAD_GUARD_STALL_CHILD", "1")
+            .env("NOVAD_STALL_SECS", "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(EXIT_DAMAGED as i32),
+            "{stdout}{stderr}"
+        );
+        assert!(stdout.contains("survived a 2.5 s scan"), "{stdout}");
+        assert!(
+            stderr.contains("store /stalled-store is damaged: a read made no progress for 1 s"),
+            "{stderr}"
+        );
+    }
 }
