@@ -290,69 +290,8 @@ fn dispatch(cli: Cli) -> Result<()> {
             let engine = store.engine(None)?;
             writeln!(out, "{}", blake3::hash(&engine.to_bytes()).to_hex())?;
         }
-        Command::Check(a) => {
-            let dir = &a.store.store;
-            if !dir.join("db").exists() {
-                bail!("no store at {}", dir.display());
-            }
-            let r = novad::store::check::check(dir)?;
-            if a.json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
-            } else {
-                write_check(&mut out, dir, &r)?;
-            }
-            if !r.problems.is_empty() {
-                out.flush()?;
-                return Err(StoreError::Damaged {
-                    dir: dir.display().to_string(),
-                    detail: format!(
-                        "{} problem(s) found: {}",
-                        r.problems.len(),
-                        r.problems.join("; ")
-                    ),
-                }
-                .into());
-            }
-        }
-        Command::Rebuild(a) => {
-            use novad::store::rebuild;
-            let new = a.store.clone().unwrap_or_else(|| {
-                let mut s = a.old.clone().into_os_string();
-                s.push(".rebuilt");
-                s.into()
-            });
-            let plan = rebuild::plan(&a.old)?;
-            writeln!(
-                out,
-                "replaying {} timesteps from {} in the order of {} ({})",
-                plan.entries.len(),
-                a.from.display(),
-                a.old.display(),
-                match plan.source {
-                    rebuild::OrderSource::Store => "its records",
-                    rebuild::OrderSource::Journal => "its journal.jsonl",
-                }
-            )?;
-            let s = rebuild::run(&plan, &a.from, &new)?;
-            writeln!(
-                out,
-                "rebuilt {} timesteps ({} documents) into {}",
-                s.timesteps,
-                s.docs,
-                new.display()
-            )?;
-            writeln!(out, "digest {}", s.model_digest)?;
-            for (what, m) in [
-                ("the old store's model", s.matches_old_model),
-                ("the committed state (committed.json)", s.matches_committed),
-            ] {
-                match m {
-                    Some(true) => writeln!(out, "equal to {what}")?,
-                    Some(false) => bail!("the rebuilt store differs from {what}"),
-                    None => {}
-                }
-            }
-        }
+        Command::Check(a) => check(&mut out, &a)?,
+        Command::Rebuild(a) => rebuild(&mut out, &a)?,
         Command::Import(a) => {
             let n = snapshot::import(&a.store.store, &a.file)?;
             // open once to run migrations (an older snapshot) and check the model loads; sled
@@ -373,6 +312,75 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// `novad check`: print the report; a damaged store is an error (exit status 3).
+fn check(out: &mut impl Write, a: &novad::cli::CheckArgs) -> Result<()> {
+    let dir = &a.store.store;
+    if !dir.join("db").exists() {
+        bail!("no store at {}", dir.display());
+    }
+    let r = novad::store::check::check(dir)?;
+    if a.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
+    } else {
+        write_check(out, dir, &r)?;
+    }
+    if !r.problems.is_empty() {
+        out.flush()?;
+        return Err(StoreError::Damaged {
+            dir: dir.display().to_string(),
+            detail: format!(
+                "{} problem(s) found: {}",
+                r.problems.len(),
+                r.problems.join("; ")
+            ),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// `novad rebuild`: replay the processed files into a new store and compare the digests.
+fn rebuild(out: &mut impl Write, a: &novad::cli::RebuildArgs) -> Result<()> {
+    use novad::store::rebuild;
+    let new = a.store.clone().unwrap_or_else(|| {
+        let mut s = a.old.clone().into_os_string();
+        s.push(".rebuilt");
+        s.into()
+    });
+    let plan = rebuild::plan(&a.old)?;
+    writeln!(
+        out,
+        "replaying {} timesteps from {} in the order of {} ({})",
+        plan.entries.len(),
+        a.from.display(),
+        a.old.display(),
+        match plan.source {
+            rebuild::OrderSource::Store => "its records",
+            rebuild::OrderSource::Journal => "its journal.jsonl",
+        }
+    )?;
+    let s = rebuild::run(&plan, &a.from, &new)?;
+    writeln!(
+        out,
+        "rebuilt {} timesteps ({} documents) into {}",
+        s.timesteps,
+        s.docs,
+        new.display()
+    )?;
+    writeln!(out, "digest {}", s.model_digest)?;
+    for (what, m) in [
+        ("the old store's model", s.matches_old_model),
+        ("the committed state (committed.json)", s.matches_committed),
+    ] {
+        match m {
+            Some(true) => writeln!(out, "equal to {what}")?,
+            Some(false) => bail!("the rebuilt store differs from {what}"),
+            None => {}
+        }
+    }
     Ok(())
 }
 
