@@ -107,6 +107,7 @@ pub fn verify_committed(store: &mut Store, engine: &Engine) -> Result<(), StoreE
                     ),
                 ));
             }
+            tracing::debug!(timesteps = have, "model state verified against committed.json");
             Ok(())
         }
         Some(c) if c.timesteps > have => Err(damaged(
