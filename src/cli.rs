@@ -80,6 +80,12 @@ pub enum Command {
     Import(SnapshotArgs),
     /// Print a fingerprint (blake3) of the model state: equal digests mean identical models.
     Digest(StoreArg),
+    /// Read and verify every tree of a store (records decode, timesteps complete, verdicts
+    /// per file, model state equal to the committed digest). Exit status 0 healthy, 3 damaged.
+    Check(CheckArgs),
+    /// Build a new store by replaying the processed batch files in the order the old store
+    /// recorded (its records, or its journal.jsonl when it does not open).
+    Rebuild(RebuildArgs),
     /// Print a parameter set as TOML (a starting point for `--config`): the defaults, the
     /// paper's configuration, or the parameters a store was created with.
     Params(ParamsArgs),
@@ -399,4 +405,26 @@ pub struct SnapshotArgs {
     pub store: StoreArg,
     /// Snapshot file.
     pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RebuildArgs {
+    /// Folder holding the processed batch files (usually INBOX/processed).
+    #[arg(long)]
+    pub from: PathBuf,
+    /// The old (damaged) store whose records or journal give the replay order.
+    #[arg(long, default_value = "./novad-data")]
+    pub old: PathBuf,
+    /// The new store directory (must not hold a store); default: OLD with `.rebuilt`.
+    #[arg(long)]
+    pub store: Option<PathBuf>,
 }

@@ -9,7 +9,7 @@ use novad::cli::{Cli, Command, StatusFormat, TopicFormat};
 use novad::daemon::{self, api, RunConfig};
 use novad::ingest::{Ingestor, Outcome};
 use novad::query::{self, VerdictFilter};
-use novad::store::{snapshot, Store};
+use novad::store::{guard, snapshot, Store, StoreError};
 
 fn init_logs(verbose: u8, default: &str) {
     let level = match verbose {
@@ -46,9 +46,51 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("novad: error: {e:#}");
-            ExitCode::from(1)
+            if is_damaged(&e) {
+                ExitCode::from(guard::EXIT_DAMAGED)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
+}
+
+/// Whether the error says the store is damaged (exit status [`guard::EXIT_DAMAGED`]).
+fn is_damaged(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<StoreError>().is_some_and(|s| s.is_damaged())
+            || c.downcast_ref::<daemon::DaemonError>().is_some_and(
+                |d| matches!(d, daemon::DaemonError::Store(s) if s.is_damaged()),
+            )
+            || c.downcast_ref::<novad::ingest::IngestError>().is_some_and(
+                |i| matches!(i, novad::ingest::IngestError::Store(s) if s.is_damaged()),
+            )
+            || c.downcast_ref::<novad::store::rebuild::RebuildError>().is_some_and(
+                |r| matches!(r, novad::store::rebuild::RebuildError::Store(s) if s.is_damaged()),
+            )
+    })
+}
+
+/// Run a direct read of the store under the damage guard; a read error that reports
+/// corruption becomes a "store damaged" error.
+fn read_store<T, E: std::fmt::Display>(
+    dir: &std::path::Path,
+    what: &str,
+    f: impl FnOnce() -> std::result::Result<T, E>,
+) -> Result<T> {
+    let r = guard::watched(dir, what, f)?;
+    r.map_err(|e| {
+        let msg = e.to_string();
+        let lower = msg.to_lowercase();
+        if lower.contains("corrupt") {
+            anyhow::Error::new(StoreError::Damaged {
+                dir: dir.display().to_string(),
+                detail: format!("{what}: {msg}"),
+            })
+        } else {
+            anyhow::anyhow!(msg)
+        }
+    })
 }
 
 fn time_bound(s: &Option<String>, until: bool) -> Result<Option<i64>> {
@@ -142,7 +184,13 @@ fn dispatch(cli: Cli) -> Result<()> {
             let dir = &a.store.store;
             let vs = match api::remote_verdicts(dir, &filter, &a.api.options())? {
                 Some(vs) => vs,
-                None => query::verdicts(open_existing(dir)?.db(), &filter)?,
+                None => {
+                    let store = open_existing(dir)?;
+                    read_store(dir, "reading verdicts", || {
+                        query::verdicts(store.db(), &filter)
+                    })?
+                    // the store (and its lock) is released here, before the output is written
+                }
             };
             query::write_verdicts(&mut out, &vs, a.format)?;
         }
@@ -152,7 +200,12 @@ fn dispatch(cli: Cli) -> Result<()> {
             let dir = &a.store.store;
             let topics = match api::remote_topics(dir, since, until, &a.api.options())? {
                 Some(ts) => ts,
-                None => query::topics(open_existing(dir)?.db(), since, until)?,
+                None => {
+                    let store = open_existing(dir)?;
+                    read_store(dir, "reading topics", || {
+                        query::topics(store.db(), since, until)
+                    })?
+                }
             };
             match a.format {
                 TopicFormat::Jsonl => {
@@ -185,7 +238,9 @@ fn dispatch(cli: Cli) -> Result<()> {
                 Some(s) => s,
                 None => {
                     let store = open_existing(dir)?;
-                    let mut s = query::status(store.db(), a.recent)?;
+                    let mut s = read_store(dir, "reading the status", || {
+                        query::status(store.db(), a.recent)
+                    })?;
                     s.disk_bytes = store.disk_bytes();
                     s
                 }
@@ -221,6 +276,8 @@ fn dispatch(cli: Cli) -> Result<()> {
             let engine = store.engine(None)?;
             writeln!(out, "{}", blake3::hash(&engine.to_bytes()).to_hex())?;
         }
+        Command::Check(a) => check(&mut out, &a)?,
+        Command::Rebuild(a) => rebuild(&mut out, &a)?,
         Command::Import(a) => {
             let n = snapshot::import(&a.store.store, &a.file)?;
             // open once to run migrations (an older snapshot) and check the model loads; sled
@@ -241,6 +298,108 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// `novad check`: print the report; a damaged store is an error (exit status 3).
+fn check(out: &mut impl Write, a: &novad::cli::CheckArgs) -> Result<()> {
+    let dir = &a.store.store;
+    if !dir.join("db").exists() {
+        bail!("no store at {}", dir.display());
+    }
+    let r = novad::store::check::check(dir)?;
+    if a.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
+    } else {
+        write_check(out, dir, &r)?;
+    }
+    if !r.problems.is_empty() {
+        out.flush()?;
+        return Err(StoreError::Damaged {
+            dir: dir.display().to_string(),
+            detail: format!(
+                "{} problem(s) found: {}",
+                r.problems.len(),
+                r.problems.join("; ")
+            ),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// `novad rebuild`: replay the processed files into a new store and compare the digests.
+fn rebuild(out: &mut impl Write, a: &novad::cli::RebuildArgs) -> Result<()> {
+    use novad::store::rebuild;
+    let new = a.store.clone().unwrap_or_else(|| {
+        let mut s = a.old.clone().into_os_string();
+        s.push(".rebuilt");
+        s.into()
+    });
+    let plan = rebuild::plan(&a.old)?;
+    writeln!(
+        out,
+        "replaying {} timesteps from {} in the order of {} ({})",
+        plan.entries.len(),
+        a.from.display(),
+        a.old.display(),
+        match plan.source {
+            rebuild::OrderSource::Store => "its records",
+            rebuild::OrderSource::Journal => "its journal.jsonl",
+        }
+    )?;
+    let s = rebuild::run(&plan, &a.from, &new)?;
+    writeln!(
+        out,
+        "rebuilt {} timesteps ({} documents) into {}",
+        s.timesteps,
+        s.docs,
+        new.display()
+    )?;
+    writeln!(out, "digest {}", s.model_digest)?;
+    for (what, m) in [
+        ("the old store's model", s.matches_old_model),
+        ("the committed state (committed.json)", s.matches_committed),
+    ] {
+        match m {
+            Some(true) => writeln!(out, "equal to {what}")?,
+            Some(false) => bail!("the rebuilt store differs from {what}"),
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+fn write_check(
+    out: &mut impl Write,
+    dir: &std::path::Path,
+    r: &novad::store::check::Report,
+) -> std::io::Result<()> {
+    writeln!(out, "store {}", dir.display())?;
+    for (t, n) in &r.trees {
+        writeln!(out, "  tree {t:<10} {n:>9} records read")?;
+    }
+    writeln!(out, "  timesteps  {}", r.timesteps)?;
+    writeln!(out, "  state      {}", r.state_digest)?;
+    writeln!(out, "  digest     {}", r.model_digest)?;
+    match &r.sidecar {
+        Some(c) => writeln!(
+            out,
+            "  committed  {} timesteps, state {}",
+            c.timesteps, c.state_digest
+        )?,
+        None => writeln!(out, "  committed  no committed.json")?,
+    }
+    match r.journal_entries {
+        Some(n) => writeln!(out, "  journal    {n} timesteps")?,
+        None => writeln!(out, "  journal    none")?,
+    }
+    if r.problems.is_empty() {
+        writeln!(out, "ok: every tree read and verified")?;
+    }
+    for p in &r.problems {
+        writeln!(out, "problem: {p}")?;
+    }
     Ok(())
 }
 

@@ -154,7 +154,9 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
         signal_hook::flag::register(sig, Arc::clone(&term)).map_err(DaemonError::Signals)?;
     }
 
-    let mut ing = Ingestor::open(&cfg.store, cfg.params.as_ref())?;
+    let mut ing = crate::store::retry::open_waiting(&cfg.store, &term, || {
+        Ingestor::open(&cfg.store, cfg.params.as_ref())
+    })?;
     let sock =
         api::serve(&cfg.store, ing.store.db().clone()).map_err(|source| DaemonError::Api {
             path: api::socket_path(&cfg.store).display().to_string(),
@@ -172,7 +174,8 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
     let mut active: Option<FileJob> = None;
     while !term.load(Ordering::SeqCst) {
         if let Some(mut job) = active.take() {
-            if continue_file(&mut ing, &mut inbox, &mut job, cfg.limits)? {
+            let goes_on = continue_file(&mut ing, &mut inbox, &mut job, cfg.limits);
+            if survive_store_error(goes_on, cfg, &term)? == Some(true) {
                 active = Some(job);
             }
             continue;
@@ -181,7 +184,8 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
         let scan = inbox.scan().map_err(|e| inbox_err(&inbox.dir, e))?;
         if let Some(path) = scan.ready {
             inbox.forget(&path);
-            active = start_file(&mut ing, &mut inbox, &path)?;
+            let started = start_file(&mut ing, &mut inbox, &path);
+            active = survive_store_error(started, cfg, &term)?.flatten();
             continue;
         }
         let wait = if scan.pending {
@@ -214,6 +218,24 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
     drop(ing);
     let _ = std::fs::remove_file(&sock);
     Ok(())
+}
+
+/// A store error while ingesting goes to the full-disk policy (log, keep the file in the
+/// inbox, wait for room, restart in place); `Ok(None)` when it returns because a shutdown was
+/// requested. Other errors stop the daemon.
+fn survive_store_error<T>(
+    r: Result<T, DaemonError>,
+    cfg: &RunConfig,
+    term: &AtomicBool,
+) -> Result<Option<T>, DaemonError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(DaemonError::Store(e)) => {
+            crate::store::retry::after_store_error(e, &cfg.store, term)?;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Open a complete file and decide what to do with it; returns the job when it has ranges

@@ -12,10 +12,19 @@
 //! - the state is written as chunks of a few KiB and only changed chunks are rewritten
 //!   (sled does not reclaim large values well).
 
+pub mod check;
+pub mod guard;
 pub mod migrate;
+pub mod rebuild;
+pub mod retry;
 pub use novad_migrations::schema;
+pub mod sidecar;
 pub mod snapshot;
+mod state;
 pub mod topics;
+
+pub use state::state_digest_of;
+use state::{l1_state, parts_state};
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
@@ -87,6 +96,35 @@ pub enum StoreError {
     NotEmpty { dir: String },
     #[error("snapshot {path}: {msg}")]
     Snapshot { path: String, msg: String },
+    /// The store cannot be trusted: sled reports or shows damage, or the store holds less than
+    /// was committed. The message names the way out (`novad rebuild`).
+    #[error("{}", guard::damaged_message(dir, detail))]
+    Damaged { dir: String, detail: String },
+}
+
+impl StoreError {
+    /// Whether this error says the store is damaged (and must be rebuilt).
+    pub fn is_damaged(&self) -> bool {
+        matches!(self, StoreError::Damaged { .. })
+    }
+}
+
+/// How long [`Store::open`] waits for another process to release the store's lock.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A sled error on the store in `dir`: damage reported by sled becomes
+/// [`StoreError::Damaged`], anything else [`StoreError::Sled`].
+pub fn sled_error(dir: &Path, source: sled::Error) -> StoreError {
+    match source {
+        sled::Error::Corruption { .. } | sled::Error::ReportableBug(_) => StoreError::Damaged {
+            dir: dir.display().to_string(),
+            detail: format!("sled: {source}"),
+        },
+        source => StoreError::Sled {
+            dir: dir.display().to_string(),
+            source,
+        },
+    }
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -116,7 +154,7 @@ pub struct CommitStats {
 }
 
 /// A state chunk: (index in [`ALL_TREES`], key).
-type ChunkKey = (usize, Vec<u8>);
+pub(crate) type ChunkKey = (usize, Vec<u8>);
 
 /// An open store. Holds sled's exclusive lock on the directory until dropped.
 pub struct Store {
@@ -125,6 +163,9 @@ pub struct Store {
     trees: Vec<sled::Tree>,
     /// blake3 of every state chunk as committed, by (tree index, key).
     cache: HashMap<(usize, Vec<u8>), blake3::Hash>,
+    /// Journal lines and sidecar of commits not yet flushed (written by [`Store::flush`]).
+    pending: Vec<sidecar::JournalLine>,
+    pending_sidecar: Option<sidecar::Committed>,
 }
 
 fn pid_path(dir: &Path) -> PathBuf {
@@ -134,6 +175,11 @@ fn pid_path(dir: &Path) -> PathBuf {
 impl Store {
     /// Open (or create) the store in `dir`, migrating an older format (after writing a
     /// backup snapshot next to it) and refusing a newer one.
+    ///
+    /// Guarantees: waits up to [`LOCK_WAIT`] for another process to release the store;
+    /// removes a snapshot sled left half-written (`db/snap.*.generating`, e.g. on a full disk);
+    /// never panics on a damaged `db` (see [`guard`]); refuses with [`StoreError::Damaged`] a
+    /// store that holds fewer timesteps than `committed.json` says were committed.
     pub fn open(dir: &Path) -> Result<Store> {
         let d = dir.display().to_string();
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
@@ -141,38 +187,30 @@ impl Store {
             what: "cannot create the directory".into(),
             source,
         })?;
-        // No background flusher: every commit is flushed explicitly, and without the thread a
-        // dropped Db releases its lock at once.
-        let db = match sled::Config::new()
-            .path(dir.join("db"))
-            .flush_every_ms(None)
-            .open()
-        {
-            Ok(db) => db,
-            Err(sled::Error::Io(e))
-                if e.kind() == ErrorKind::WouldBlock || e.to_string().contains("lock") =>
-            {
-                let pid = std::fs::read_to_string(pid_path(dir))
-                    .ok()
-                    .map(|p| format!(" (novad pid {})", p.trim()))
-                    .unwrap_or_default();
-                return Err(StoreError::Locked { dir: d, pid });
-            }
-            Err(source) => return Err(StoreError::Sled { dir: d, source }),
-        };
+        check::remove_stale_snapshots(dir);
+        let db = open_db_waiting(dir)?;
         let _ = std::fs::write(pid_path(dir), std::process::id().to_string());
         let mut store = Store {
             dir: dir.to_path_buf(),
             trees: Vec::new(),
             cache: HashMap::new(),
+            pending: Vec::new(),
+            pending_sidecar: None,
             db,
         };
-        migrate::bring_up_to_date(&store)?;
-        store.trees = ALL_TREES
-            .iter()
-            .map(|n| store.db.open_tree(n))
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| store.sled(e))?;
+        guard::watched(dir, "checking what the store holds", || {
+            check::refuse_if_behind(&store)
+        })??;
+        guard::watched(dir, "migrating the store", || {
+            migrate::bring_up_to_date(&store)
+        })??;
+        store.trees = guard::watched(dir, "opening the trees", || {
+            ALL_TREES
+                .iter()
+                .map(|n| store.db.open_tree(n))
+                .collect::<std::result::Result<Vec<_>, _>>()
+        })?
+        .map_err(|e| store.sled(e))?;
         Ok(store)
     }
 
@@ -186,10 +224,7 @@ impl Store {
         self.dir.display().to_string()
     }
     pub(crate) fn sled(&self, source: sled::Error) -> StoreError {
-        StoreError::Sled {
-            dir: self.dir_string(),
-            source,
-        }
+        sled_error(&self.dir, source)
     }
     fn corrupt(&self, what: &str, msg: impl ToString) -> StoreError {
         StoreError::Corrupt {
@@ -241,7 +276,21 @@ impl Store {
     /// Open the model: the stored one, or a new one from `requested` (or the ℓ1 defaults) for
     /// a new store. When `requested` is given for an existing store, it must be of the same
     /// kind and equal the stored parameters; the differing fields are named otherwise.
+    ///
+    /// Guarantees: the state is loaded under [`guard::watched`]; when `committed.json` records
+    /// as many timesteps as the store holds, the loaded state's digest must equal the recorded
+    /// one ([`StoreError::Damaged`] otherwise); when the store is ahead of it (the crash window
+    /// after a flush), the sidecar and journal are brought up to date.
     pub fn engine(&mut self, requested: Option<&ModelParams>) -> Result<Engine> {
+        let dir = self.dir.clone();
+        let engine = guard::watched(&dir, "loading the model state", || {
+            self.engine_unchecked(requested)
+        })??;
+        check::verify_committed(self, &engine)?;
+        Ok(engine)
+    }
+
+    fn engine_unchecked(&mut self, requested: Option<&ModelParams>) -> Result<Engine> {
         match self.model_params()? {
             Some(stored) => {
                 if let Some(req) = requested {
@@ -281,6 +330,7 @@ impl Store {
                 b.insert(KEY_PARAMS, params.to_bytes());
                 meta.apply_batch(b).map_err(|e| self.sled(e))?;
                 self.flush()?;
+                check::start_journal(self, &params)?;
                 Ok(engine)
             }
         }
@@ -547,12 +597,45 @@ impl Store {
             Err(TransactionError::Abort(())) => unreachable!("the closure never aborts"),
         }
         self.cache = new_cache;
+        self.pending
+            .push(sidecar::JournalLine::Timestep(sidecar::JournalEntry {
+                timestep: write.record.timestep,
+                file: write.record.file.clone(),
+                hash: write.record.hash.clone(),
+                docs: write.file.docs,
+                committed_at: write.record.committed_at,
+            }));
+        self.pending_sidecar = Some(sidecar::Committed {
+            timesteps: engine.timestep(),
+            state_digest: self.state_digest(),
+            committed_at: now,
+        });
         Ok(stats)
     }
 
-    /// Make every committed transaction durable. Returns bytes flushed.
-    pub fn flush(&self) -> Result<usize> {
-        self.db.flush().map_err(|e| self.sled(e))
+    /// Make every committed transaction durable, then record it outside sled: the journal
+    /// lines of the flushed commits are appended and `committed.json` is replaced (in that
+    /// order, both only after sled's flush succeeded, so neither is ever ahead of sled).
+    /// Returns bytes flushed by sled.
+    pub fn flush(&mut self) -> Result<usize> {
+        let dir = self.dir.clone();
+        let n = guard::watched(&dir, "flushing", || self.db.flush())?.map_err(|e| self.sled(e))?;
+        if !self.pending.is_empty() {
+            sidecar::append(&self.dir, &self.pending)?;
+            self.pending.clear();
+        }
+        if let Some(c) = &self.pending_sidecar {
+            sidecar::write(&self.dir, c)?;
+            self.pending_sidecar = None;
+        }
+        Ok(n)
+    }
+
+    /// blake3 over the committed model state: every state chunk's (tree, key, blake3 of the
+    /// value) in key order, as loaded or last committed. Equal digests mean equal stored
+    /// state; [`check`] recomputes it from the trees.
+    pub fn state_digest(&self) -> String {
+        state_digest_of(self.cache.iter().map(|(k, h)| (k.0, k.1.as_slice(), *h)))
     }
 
     /// Bytes the store occupies on disk (all files under its directory).
@@ -563,7 +646,7 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
-        let _ = self.db.flush();
+        let _ = self.flush();
         let _ = std::fs::remove_file(pid_path(&self.dir));
     }
 }
@@ -573,6 +656,40 @@ fn progress_key(name: &str) -> Vec<u8> {
     let mut k = KEY_PROGRESS.to_vec();
     k.extend_from_slice(name.as_bytes());
     k
+}
+
+/// Open sled in `dir/db`, waiting up to [`LOCK_WAIT`] for another process's lock; a panic or
+/// corruption report becomes [`StoreError::Damaged`].
+fn open_db_waiting(dir: &Path) -> Result<sled::Db> {
+    let d = dir.display().to_string();
+    let t = std::time::Instant::now();
+    loop {
+        // No background flusher: every commit is flushed explicitly, and without the thread a
+        // dropped Db releases its lock at once.
+        let res = guard::watched(dir, "opening the sled database", || {
+            sled::Config::new()
+                .path(dir.join("db"))
+                .flush_every_ms(None)
+                .open()
+        })?;
+        match res {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(e))
+                if e.kind() == ErrorKind::WouldBlock || e.to_string().contains("lock") =>
+            {
+                if t.elapsed() < LOCK_WAIT {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    continue;
+                }
+                let pid = std::fs::read_to_string(pid_path(dir))
+                    .ok()
+                    .map(|p| format!(" (novad pid {})", p.trim()))
+                    .unwrap_or_default();
+                return Err(StoreError::Locked { dir: d, pid });
+            }
+            Err(source) => return Err(sled_error(dir, source)),
+        }
+    }
 }
 
 /// Total size of the regular files under `dir`.
@@ -626,77 +743,4 @@ pub fn json_diff(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
     let mut out = Vec::new();
     walk("", a, b, &mut out);
     out
-}
-
-/// The ℓ1 model's state chunks (vocabulary, Â, Δ trees and its meta keys).
-fn l1_state(model: &Model, now: i64, state: &mut Vec<(ChunkKey, Vec<u8>)>) {
-    let meta_state = StateMeta {
-        timestep: model.timestep(),
-        bootstrapped: model.is_bootstrapped(),
-        terms: model.vocab().len() as u64,
-        atoms: model.dictionary().ncols() as u64,
-        delta_cols: model.delta().ncols() as u64,
-        docs_seen: model.vocab().docs_seen(),
-        max_terms: model.vocab().max_terms() as u64,
-        committed_at: now,
-    };
-    state.push((
-        (0, KEY_STATE.to_vec()),
-        postcard::to_stdvec(&meta_state).unwrap(),
-    ));
-    state.push((
-        (0, KEY_HISTORY.to_vec()),
-        postcard::to_stdvec(model.history()).unwrap(),
-    ));
-    state.push((
-        (0, KEY_ATOM_AGE.to_vec()),
-        postcard::to_stdvec(model.atom_last_used()).unwrap(),
-    ));
-    let entries: Vec<(&str, u64, u64)> = model.vocab().entries().collect();
-    for (c, chunk) in entries.chunks(VOCAB_CHUNK).enumerate() {
-        let v: Vec<TermEntry> = chunk
-            .iter()
-            .map(|&(t, d, l)| TermEntry {
-                term: t.to_string(),
-                df: d,
-                last_seen: l,
-            })
-            .collect();
-        state.push((
-            (1, u32_key(c as u32).to_vec()),
-            postcard::to_stdvec(&v).unwrap(),
-        ));
-    }
-    for (c, bytes) in dict_chunks(model.dictionary()) {
-        state.push(((2, u32_key(c).to_vec()), bytes));
-    }
-    for (c, bytes) in delta_chunks(model.delta()) {
-        state.push(((3, u32_key(c).to_vec()), bytes));
-    }
-}
-
-/// A [`PartsModel`]'s state chunks (the `parts` tree and `meta/state`).
-fn parts_state<M: PartsModel>(
-    model: &M,
-    atoms: u64,
-    now: i64,
-    state: &mut Vec<(ChunkKey, Vec<u8>)>,
-) {
-    let meta_state = StateMeta {
-        timestep: model.timestep(),
-        bootstrapped: model.timestep() > 0,
-        terms: model.vocab().len() as u64,
-        atoms,
-        delta_cols: 0,
-        docs_seen: model.vocab().docs_seen(),
-        max_terms: model.vocab().max_terms() as u64,
-        committed_at: now,
-    };
-    state.push((
-        (0, KEY_STATE.to_vec()),
-        postcard::to_stdvec(&meta_state).unwrap(),
-    ));
-    for (k, v) in part_chunks(&model.state_parts()) {
-        state.push(((PARTS_TREE, k), v));
-    }
 }

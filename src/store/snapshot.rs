@@ -63,7 +63,7 @@ pub fn export_db(db: &sled::Db, format: u32, path: &Path) -> Result<u64, StoreEr
 
 /// Export an open store.
 pub fn export(store: &Store, path: &Path) -> Result<u64, StoreError> {
-    store.flush()?;
+    store.db().flush().map_err(|e| store.sled(e))?;
     export_db(store.db(), FORMAT_VERSION, path)
 }
 

@@ -38,15 +38,17 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// 128 connections, 16 KiB requests, 5 s to send a request, 30 s for the whole exchange.
-    /// A query request is a few hundred bytes and is sent at once; 30 s covers writing
-    /// hundreds of MB of verdicts to a client that reads.
+    /// 128 connections, 16 KiB requests, 5 s to send a request, 20 s for the whole exchange.
+    /// A query request is a few hundred bytes and is sent at once; 20 s covers writing
+    /// hundreds of MB of verdicts to a client that reads. The exchange deadline stays below
+    /// the store's stall limit (30 s, `store::guard`), so a client that stops reading is cut
+    /// off before a blocked write could be mistaken for sled looping on damaged data.
     fn default() -> Self {
         Limits {
             max_connections: 128,
             max_request_bytes: 16 * 1024,
             request_timeout: Duration::from_secs(5),
-            deadline: Duration::from_secs(30),
+            deadline: Duration::from_secs(20),
         }
     }
 }

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use super::limits::{read_request, DeadlineStream, Limits, RequestError, Slot, Slots};
 use super::{socket_path, ErrorKind, Request, Trailer};
 use crate::query::{self, QueryError};
+use crate::store::guard;
 
 /// Stack of a connection thread: reading a line, a sled range scan and serde need little.
 const CONN_STACK: usize = 512 * 1024;
@@ -147,6 +148,8 @@ fn connection(conn: UnixStream, _slot: Slot, sh: &Shared, accepted: Instant) {
 enum Stop {
     Io(io::Error),
     Query(QueryError),
+    /// The store guard caught a sled panic.
+    Damaged(String),
 }
 
 impl From<io::Error> for Stop {
@@ -161,6 +164,12 @@ impl From<QueryError> for Stop {
     }
 }
 
+/// `f` under the store's damage guard (`store::guard`): a sled panic becomes a store error
+/// reply; a read that stalls stops the daemon as damaged.
+fn watched<T>(dir: &Path, what: &str, f: impl FnOnce() -> Result<T, Stop>) -> Result<T, Stop> {
+    guard::watched(dir, what, f).unwrap_or_else(|e| Err(Stop::Damaged(e.to_string())))
+}
+
 fn data_line(out: &mut impl Write, v: &impl serde::Serialize) -> io::Result<()> {
     serde_json::to_writer(&mut *out, v)?;
     out.write_all(b"\n")
@@ -168,20 +177,27 @@ fn data_line(out: &mut impl Write, v: &impl serde::Serialize) -> io::Result<()> 
 
 /// Run `req` against the store and write its data lines and trailer to `out`.
 fn answer(sh: &Shared, req: &Request, out: &mut impl Write) -> io::Result<()> {
+    let dir = &sh.store_dir;
     let r: Result<usize, Stop> = match req {
-        Request::Verdicts { filter } => {
-            query::visit_verdicts(&sh.db, filter, |v| data_line(out, &v).map_err(Stop::Io))
-        }
-        Request::Status { recent } => query::status(&sh.db, *recent)
-            .map_err(Stop::Query)
+        // the scan reports progress per record, so a long answer is not taken for a stall
+        Request::Verdicts { filter } => watched(dir, "reading verdicts", || {
+            query::visit_verdicts(&sh.db, filter, |v| {
+                guard::progress();
+                data_line(out, &v).map_err(Stop::Io)
+            })
+        }),
+        Request::Status { recent } => watched(dir, "reading the status", || {
+            query::status(&sh.db, *recent).map_err(Stop::Query)
+        })
             .and_then(|mut st| {
                 st.daemon_pid = Some(std::process::id());
                 st.inbox_scans = Some(crate::daemon::INBOX_SCANS.load(std::sync::atomic::Ordering::Relaxed));
                 st.disk_bytes = crate::store::dir_size(&sh.store_dir);
                 Ok(data_line(out, &st).map(|()| 1)?)
             }),
-        Request::Topics { since, until } => query::topics(&sh.db, *since, *until)
-            .map_err(Stop::Query)
+        Request::Topics { since, until } => watched(dir, "reading topics", || {
+            query::topics(&sh.db, *since, *until).map_err(Stop::Query)
+        })
             .and_then(|ts| {
                 for t in &ts {
                     data_line(out, t)?;
@@ -200,6 +216,10 @@ fn answer(sh: &Shared, req: &Request, out: &mut impl Write) -> io::Result<()> {
                 ErrorKind::Store
             };
             Trailer::error(kind, e.to_string())
+        }
+        Err(Stop::Damaged(msg)) => {
+            tracing::error!(error = %msg, "api: store damaged");
+            Trailer::error(ErrorKind::Store, msg)
         }
     };
     out.write_all(trailer.line().as_bytes())
