@@ -252,6 +252,9 @@ impl Ingestor {
     }
 }
 
+/// A (key, value) pair of a tree.
+type KeyValue = (Vec<u8>, Vec<u8>);
+
 /// The verdict records and the (key, value) pairs of the emerging-topic records of one step.
 fn step_records(
     source: &str,
@@ -260,7 +263,7 @@ fn step_records(
     model: &Engine,
     out: &StepOutput,
     now_ms: i64,
-) -> (Vec<VerdictRecord>, Vec<(Vec<u8>, Vec<u8>)>) {
+) -> (Vec<VerdictRecord>, Vec<KeyValue>) {
     let verdicts: Vec<VerdictRecord> = docs
         .iter()
         .zip(&out.verdicts)
