@@ -14,6 +14,7 @@ pub mod schema;
 mod m0001_timestep_index;
 mod m0002_model_kind_topic_fields;
 mod m0003_topic_lambda;
+mod m0004_one_layout_named_params;
 
 /// One version step.
 pub struct Migration {
@@ -39,5 +40,10 @@ pub const MIGRATIONS: &[Migration] = &[
         from: 3,
         name: "0003_topic_lambda",
         apply: m0003_topic_lambda::apply,
+    },
+    Migration {
+        from: 4,
+        name: "0004_one_layout_named_params",
+        apply: m0004_one_layout_named_params::apply,
     },
 ];

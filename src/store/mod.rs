@@ -25,11 +25,8 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
 use thiserror::Error;
 
-use novad_models::l1::{Model, ModelParts};
-use novad_models::text::Vocabulary;
-use novad_models::threshold::ScoreHistory;
 use novad_models::Params;
-use novad_models::{Engine, ModelParams, PartsModel};
+use novad_models::{Engine, ModelParams};
 use novad_models::{EngineError, ModelKind};
 use schema::*;
 
@@ -292,22 +289,15 @@ impl Store {
         }
     }
 
+    /// Load the model from the `parts` tree (a new one when no timestep was committed). The
+    /// same for every model kind: the store only sees named parts.
     fn load_engine(&mut self, params: ModelParams) -> Result<Engine> {
-        match params {
-            ModelParams::L1(p) => Ok(Engine::L1(Box::new(self.load_model(p)?))),
-            ModelParams::Dnmf(p) => Ok(Engine::Dnmf(Box::new(self.load_parts(p)?))),
-            ModelParams::Ostc(p) => Ok(Engine::Ostc(Box::new(self.load_parts(p)?))),
-        }
-    }
-
-    /// Load a [`PartsModel`] from the `parts` tree (a new one when no timestep was committed).
-    fn load_parts<M: PartsModel>(&mut self, params: M::Params) -> Result<M> {
         let model_err = |store: &Store, source: EngineError| StoreError::Model {
             dir: store.dir_string(),
             source,
         };
         if self.state_meta()?.is_none() {
-            return M::create(params).map_err(|e| model_err(self, e.into()));
+            return Engine::new(params).map_err(|e| model_err(self, e.into()));
         }
         let mut cache = HashMap::new();
         let mut chunks = Vec::new();
@@ -318,89 +308,13 @@ impl Store {
         }
         let parts =
             parts_from_chunks(chunks.into_iter()).map_err(|e| self.corrupt("model state", e))?;
-        let model = M::from_state_parts(params, &parts).map_err(|e| model_err(self, e))?;
+        let model = Engine::from_state_parts(params, &parts).map_err(|e| model_err(self, e))?;
         let meta = self.tree(META).clone();
         for key in [KEY_PARAMS, KEY_STATE, KEY_MODEL] {
             if let Some(v) = meta.get(key).map_err(|e| self.sled(e))? {
                 cache.insert((0, key.to_vec()), blake3::hash(&v));
             }
         }
-        self.cache = cache;
-        Ok(model)
-    }
-
-    fn load_model(&mut self, params: Params) -> Result<Model> {
-        let meta = self.tree(META).clone();
-        let Some(state) = self.state_meta()? else {
-            // parameters written, no timestep committed yet
-            return Model::new(params).map_err(|e| StoreError::Model {
-                dir: self.dir_string(),
-                source: e.into(),
-            });
-        };
-        let history: ScoreHistory = match meta.get(KEY_HISTORY).map_err(|e| self.sled(e))? {
-            None => return Err(self.corrupt("score history", "missing")),
-            Some(v) => postcard::from_bytes(&v).map_err(|e| self.corrupt("score history", e))?,
-        };
-        let last_used: Vec<u64> = match meta.get(KEY_ATOM_AGE).map_err(|e| self.sled(e))? {
-            None => return Err(self.corrupt("atom ages", "missing")),
-            Some(v) => postcard::from_bytes(&v).map_err(|e| self.corrupt("atom ages", e))?,
-        };
-        let mut cache = HashMap::new();
-        let mut read = |store: &Store, tree: &str| -> Result<Vec<(u32, Vec<u8>)>> {
-            let ti = ALL_TREES.iter().position(|n| *n == tree).unwrap();
-            let mut out = Vec::new();
-            for kv in store.tree(tree).iter() {
-                let (k, v) = kv.map_err(|e| store.sled(e))?;
-                if k.len() != 4 {
-                    return Err(store.corrupt(tree, "bad chunk key"));
-                }
-                cache.insert((ti, k.to_vec()), blake3::hash(&v));
-                out.push((u32::from_be_bytes([k[0], k[1], k[2], k[3]]), v.to_vec()));
-            }
-            Ok(out)
-        };
-        let vocab_chunks = read(self, VOCAB)?;
-        let dict_chunks = read(self, DICT)?;
-        let delta_chunks = read(self, DELTA)?;
-        let mut entries = Vec::with_capacity(state.terms as usize);
-        for (_, bytes) in vocab_chunks {
-            let chunk: Vec<TermEntry> =
-                postcard::from_bytes(&bytes).map_err(|e| self.corrupt("vocabulary", e))?;
-            entries.extend(chunk.into_iter().map(|t| (t.term, t.df, t.last_seen)));
-        }
-        if entries.len() as u64 != state.terms {
-            return Err(self.corrupt(
-                "vocabulary",
-                format!("{} terms stored, {} expected", entries.len(), state.terms),
-            ));
-        }
-        let vocab = Vocabulary::from_entries(entries, state.docs_seen, state.max_terms as usize)
-            .map_err(|e| self.corrupt("vocabulary", e))?;
-        let m = state.terms as usize;
-        let dict = dict_from_chunks(m, state.atoms as usize, dict_chunks.into_iter())
-            .map_err(|e| self.corrupt("dictionary", e))?;
-        let delta = delta_from_chunks(m, state.delta_cols as usize, delta_chunks.into_iter())
-            .map_err(|e| self.corrupt("Δ", e))?;
-        for key in [KEY_PARAMS, KEY_STATE, KEY_HISTORY, KEY_ATOM_AGE, KEY_MODEL] {
-            if let Some(v) = meta.get(key).map_err(|e| self.sled(e))? {
-                cache.insert((0, key.to_vec()), blake3::hash(&v));
-            }
-        }
-        let model = Model::from_parts(ModelParts {
-            params,
-            vocab,
-            dict,
-            delta,
-            history,
-            last_used,
-            timestep: state.timestep,
-            bootstrapped: state.bootstrapped,
-        })
-        .map_err(|source| StoreError::Model {
-            dir: self.dir_string(),
-            source,
-        })?;
         self.cache = cache;
         Ok(model)
     }
@@ -427,21 +341,7 @@ impl Store {
             ),
             ((0, KEY_PARAMS.to_vec()), engine.params().to_bytes()),
         ];
-        match engine {
-            Engine::L1(model) => l1_state(model, now, &mut state),
-            Engine::Dnmf(model) => parts_state(
-                model.as_ref(),
-                write.record.stats.atoms as u64,
-                now,
-                &mut state,
-            ),
-            Engine::Ostc(model) => parts_state(
-                model.as_ref(),
-                write.record.stats.atoms as u64,
-                now,
-                &mut state,
-            ),
-        }
+        parts_state(engine, write.record.stats.atoms as u64, now, &mut state);
         // 2. Diff against what is stored.
         let mut ops: Vec<(usize, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
         let mut new_cache: HashMap<(usize, Vec<u8>), blake3::Hash> = HashMap::new();
@@ -591,65 +491,18 @@ pub fn json_diff(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
 }
 
 /// The ℓ1 model's state chunks (vocabulary, Â, Δ trees and its meta keys).
-fn l1_state(model: &Model, now: i64, state: &mut Vec<(ChunkKey, Vec<u8>)>) {
+/// A model's state chunks (the `parts` tree) and its summary in `meta/state`.
+fn parts_state(engine: &Engine, atoms: u64, now: i64, state: &mut Vec<(ChunkKey, Vec<u8>)>) {
+    let model = engine;
+    // the summary `novad status` shows; the ℓ1 detector's bootstrap can be later than its
+    // first timestep (a batch of only empty documents does not bootstrap)
+    let l1 = engine.as_l1();
     let meta_state = StateMeta {
         timestep: model.timestep(),
-        bootstrapped: model.is_bootstrapped(),
+        bootstrapped: l1.map_or(model.timestep() > 0, |m| m.is_bootstrapped()),
         terms: model.vocab().len() as u64,
-        atoms: model.dictionary().ncols() as u64,
-        delta_cols: model.delta().ncols() as u64,
-        docs_seen: model.vocab().docs_seen(),
-        max_terms: model.vocab().max_terms() as u64,
-        committed_at: now,
-    };
-    state.push((
-        (0, KEY_STATE.to_vec()),
-        postcard::to_stdvec(&meta_state).unwrap(),
-    ));
-    state.push((
-        (0, KEY_HISTORY.to_vec()),
-        postcard::to_stdvec(model.history()).unwrap(),
-    ));
-    state.push((
-        (0, KEY_ATOM_AGE.to_vec()),
-        postcard::to_stdvec(model.atom_last_used()).unwrap(),
-    ));
-    let entries: Vec<(&str, u64, u64)> = model.vocab().entries().collect();
-    for (c, chunk) in entries.chunks(VOCAB_CHUNK).enumerate() {
-        let v: Vec<TermEntry> = chunk
-            .iter()
-            .map(|&(t, d, l)| TermEntry {
-                term: t.to_string(),
-                df: d,
-                last_seen: l,
-            })
-            .collect();
-        state.push((
-            (1, u32_key(c as u32).to_vec()),
-            postcard::to_stdvec(&v).unwrap(),
-        ));
-    }
-    for (c, bytes) in dict_chunks(model.dictionary()) {
-        state.push(((2, u32_key(c).to_vec()), bytes));
-    }
-    for (c, bytes) in delta_chunks(model.delta()) {
-        state.push(((3, u32_key(c).to_vec()), bytes));
-    }
-}
-
-/// A [`PartsModel`]'s state chunks (the `parts` tree and `meta/state`).
-fn parts_state<M: PartsModel>(
-    model: &M,
-    atoms: u64,
-    now: i64,
-    state: &mut Vec<(ChunkKey, Vec<u8>)>,
-) {
-    let meta_state = StateMeta {
-        timestep: model.timestep(),
-        bootstrapped: model.timestep() > 0,
-        terms: model.vocab().len() as u64,
-        atoms,
-        delta_cols: 0,
+        atoms: l1.map_or(atoms, |m| m.dictionary().ncols() as u64),
+        delta_cols: l1.map_or(0, |m| m.delta().ncols() as u64),
         docs_seen: model.vocab().docs_seen(),
         max_terms: model.vocab().max_terms() as u64,
         committed_at: now,
