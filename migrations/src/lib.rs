@@ -15,6 +15,7 @@ mod m0001_timestep_index;
 mod m0002_model_kind_topic_fields;
 mod m0003_topic_lambda;
 mod m0004_file_ranges;
+mod m0005_one_layout_named_params;
 
 /// One version step.
 pub struct Migration {
@@ -45,5 +46,10 @@ pub const MIGRATIONS: &[Migration] = &[
         from: 4,
         name: "0004_file_ranges",
         apply: m0004_file_ranges::apply,
+    },
+    Migration {
+        from: 5,
+        name: "0005_one_layout_named_params",
+        apply: m0005_one_layout_named_params::apply,
     },
 ];

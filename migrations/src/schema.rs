@@ -1,6 +1,12 @@
 //! The on-disk layout: tree names, key encodings, record types and the chunked encoding of the
-//! model state. Every value is serde + postcard; matrices are little-endian `f32` chunks of at
-//! most a few KiB (sled keeps large values in blob files it does not reclaim well, SPEC §2).
+//! model state. Records are serde + postcard; the parameters are JSON (fields by name); a
+//! model's state is its named parts cut into chunks of at most a few KiB (sled keeps large
+//! values in blob files it does not reclaim well, SPEC §2).
+//!
+//! Since format 5 every model, the ℓ1 detector included, keeps its state in [`PARTS`]. The
+//! `vocab`, `dict` and `delta` trees, the `meta/history` and `meta/atom_last_used` keys and
+//! their chunk codecs below are the ℓ1 layout of formats 1–4: empty in a current store, read
+//! only by the migration to format 5.
 
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
@@ -10,7 +16,7 @@ use novad_models::{StepStats, TopicKind};
 
 /// Current store format version. Bumped by every layout change, with a migration in
 /// this crate.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 pub const META: &str = "meta";
 pub const VOCAB: &str = "vocab";
@@ -20,7 +26,7 @@ pub const VERDICTS: &str = "verdicts";
 pub const FILES: &str = "files";
 pub const TIMESTEPS: &str = "timesteps";
 pub const TOPICS: &str = "topics";
-/// State of a [`novad_models::PartsModel`] (every model but ℓ1): chunks keyed by
+/// The model state ([`novad_models::PartsModel::state_parts`], every model): chunks keyed by
 /// `part name, 0x00, chunk index (u32 BE)`.
 pub const PARTS: &str = "parts";
 

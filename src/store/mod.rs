@@ -24,7 +24,7 @@ mod state;
 pub mod topics;
 
 pub use state::state_digest_of;
-use state::{l1_state, parts_state};
+use state::parts_state;
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
@@ -34,11 +34,8 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
 use thiserror::Error;
 
-use novad_models::l1::{Model, ModelParts};
-use novad_models::text::Vocabulary;
-use novad_models::threshold::ScoreHistory;
 use novad_models::Params;
-use novad_models::{Engine, ModelParams, PartsModel};
+use novad_models::{Engine, ModelParams};
 use novad_models::{EngineError, ModelKind};
 use schema::*;
 
@@ -345,22 +342,15 @@ impl Store {
         }
     }
 
+    /// Load the model from the `parts` tree (a new one when no timestep was committed). The
+    /// same for every model kind: the store only sees named parts.
     fn load_engine(&mut self, params: ModelParams) -> Result<Engine> {
-        match params {
-            ModelParams::L1(p) => Ok(Engine::L1(Box::new(self.load_model(p)?))),
-            ModelParams::Dnmf(p) => Ok(Engine::Dnmf(Box::new(self.load_parts(p)?))),
-            ModelParams::Ostc(p) => Ok(Engine::Ostc(Box::new(self.load_parts(p)?))),
-        }
-    }
-
-    /// Load a [`PartsModel`] from the `parts` tree (a new one when no timestep was committed).
-    fn load_parts<M: PartsModel>(&mut self, params: M::Params) -> Result<M> {
         let model_err = |store: &Store, source: EngineError| StoreError::Model {
             dir: store.dir_string(),
             source,
         };
         if self.state_meta()?.is_none() {
-            return M::create(params).map_err(|e| model_err(self, e.into()));
+            return Engine::new(params).map_err(|e| model_err(self, e.into()));
         }
         let mut cache = HashMap::new();
         let mut chunks = Vec::new();
@@ -371,89 +361,13 @@ impl Store {
         }
         let parts =
             parts_from_chunks(chunks.into_iter()).map_err(|e| self.corrupt("model state", e))?;
-        let model = M::from_state_parts(params, &parts).map_err(|e| model_err(self, e))?;
+        let model = Engine::from_state_parts(params, &parts).map_err(|e| model_err(self, e))?;
         let meta = self.tree(META).clone();
         for key in [KEY_PARAMS, KEY_STATE, KEY_MODEL] {
             if let Some(v) = meta.get(key).map_err(|e| self.sled(e))? {
                 cache.insert((0, key.to_vec()), blake3::hash(&v));
             }
         }
-        self.cache = cache;
-        Ok(model)
-    }
-
-    fn load_model(&mut self, params: Params) -> Result<Model> {
-        let meta = self.tree(META).clone();
-        let Some(state) = self.state_meta()? else {
-            // parameters written, no timestep committed yet
-            return Model::new(params).map_err(|e| StoreError::Model {
-                dir: self.dir_string(),
-                source: e.into(),
-            });
-        };
-        let history: ScoreHistory = match meta.get(KEY_HISTORY).map_err(|e| self.sled(e))? {
-            None => return Err(self.corrupt("score history", "missing")),
-            Some(v) => postcard::from_bytes(&v).map_err(|e| self.corrupt("score history", e))?,
-        };
-        let last_used: Vec<u64> = match meta.get(KEY_ATOM_AGE).map_err(|e| self.sled(e))? {
-            None => return Err(self.corrupt("atom ages", "missing")),
-            Some(v) => postcard::from_bytes(&v).map_err(|e| self.corrupt("atom ages", e))?,
-        };
-        let mut cache = HashMap::new();
-        let mut read = |store: &Store, tree: &str| -> Result<Vec<(u32, Vec<u8>)>> {
-            let ti = ALL_TREES.iter().position(|n| *n == tree).unwrap();
-            let mut out = Vec::new();
-            for kv in store.tree(tree).iter() {
-                let (k, v) = kv.map_err(|e| store.sled(e))?;
-                if k.len() != 4 {
-                    return Err(store.corrupt(tree, "bad chunk key"));
-                }
-                cache.insert((ti, k.to_vec()), blake3::hash(&v));
-                out.push((u32::from_be_bytes([k[0], k[1], k[2], k[3]]), v.to_vec()));
-            }
-            Ok(out)
-        };
-        let vocab_chunks = read(self, VOCAB)?;
-        let dict_chunks = read(self, DICT)?;
-        let delta_chunks = read(self, DELTA)?;
-        let mut entries = Vec::with_capacity(state.terms as usize);
-        for (_, bytes) in vocab_chunks {
-            let chunk: Vec<TermEntry> =
-                postcard::from_bytes(&bytes).map_err(|e| self.corrupt("vocabulary", e))?;
-            entries.extend(chunk.into_iter().map(|t| (t.term, t.df, t.last_seen)));
-        }
-        if entries.len() as u64 != state.terms {
-            return Err(self.corrupt(
-                "vocabulary",
-                format!("{} terms stored, {} expected", entries.len(), state.terms),
-            ));
-        }
-        let vocab = Vocabulary::from_entries(entries, state.docs_seen, state.max_terms as usize)
-            .map_err(|e| self.corrupt("vocabulary", e))?;
-        let m = state.terms as usize;
-        let dict = dict_from_chunks(m, state.atoms as usize, dict_chunks.into_iter())
-            .map_err(|e| self.corrupt("dictionary", e))?;
-        let delta = delta_from_chunks(m, state.delta_cols as usize, delta_chunks.into_iter())
-            .map_err(|e| self.corrupt("Δ", e))?;
-        for key in [KEY_PARAMS, KEY_STATE, KEY_HISTORY, KEY_ATOM_AGE, KEY_MODEL] {
-            if let Some(v) = meta.get(key).map_err(|e| self.sled(e))? {
-                cache.insert((0, key.to_vec()), blake3::hash(&v));
-            }
-        }
-        let model = Model::from_parts(ModelParts {
-            params,
-            vocab,
-            dict,
-            delta,
-            history,
-            last_used,
-            timestep: state.timestep,
-            bootstrapped: state.bootstrapped,
-        })
-        .map_err(|source| StoreError::Model {
-            dir: self.dir_string(),
-            source,
-        })?;
         self.cache = cache;
         Ok(model)
     }
@@ -505,21 +419,7 @@ impl Store {
             ),
             ((0, KEY_PARAMS.to_vec()), engine.params().to_bytes()),
         ];
-        match engine {
-            Engine::L1(model) => l1_state(model, now, &mut state),
-            Engine::Dnmf(model) => parts_state(
-                model.as_ref(),
-                write.record.stats.atoms as u64,
-                now,
-                &mut state,
-            ),
-            Engine::Ostc(model) => parts_state(
-                model.as_ref(),
-                write.record.stats.atoms as u64,
-                now,
-                &mut state,
-            ),
-        }
+        parts_state(engine, write.record.stats.atoms as u64, now, &mut state);
         // 2. Diff against what is stored.
         let mut ops: Vec<(usize, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
         let mut new_cache: HashMap<(usize, Vec<u8>), blake3::Hash> = HashMap::new();

@@ -2,10 +2,9 @@
 //! ([`ModelKind`], fixed for its lifetime, default ℓ1); the ingest path, the daemon and the store
 //! only see an [`Engine`] and the [`ModelParams`] it was created with.
 //!
-//! The ℓ1 detector ([`Model`]) has its own chunked layout in the store (vocabulary, Â, Δ trees,
-//! unchanged since format 1). Every other model implements [`PartsModel`]: its state is a list of
-//! named, postcard-encoded parts that the store cuts into 4 KiB chunks and rewrites only where
-//! the bytes changed.
+//! Every model implements [`PartsModel`]: its state is a list of named, postcard-encoded parts
+//! that the store cuts into 4 KiB chunks and rewrites only where the bytes changed, so the
+//! store has one layout for all of them.
 
 use std::collections::BTreeMap;
 
@@ -86,17 +85,21 @@ impl ModelParams {
         .expect("params serialize")
     }
 
-    /// postcard bytes as stored in `meta/params`.
+    /// The bytes a store keeps in `meta/params`: JSON, fields by name, so a field added later
+    /// with a serde default (`#[serde(default)]`) decodes from older stores as they are.
     pub fn to_bytes(&self) -> Vec<u8> {
-        match self {
-            ModelParams::L1(p) => postcard::to_stdvec(p),
-            ModelParams::Dnmf(p) => postcard::to_stdvec(p),
-            ModelParams::Ostc(p) => postcard::to_stdvec(p),
-        }
-        .expect("params serialize")
+        serde_json::to_vec(&self.to_json()).expect("params serialize")
     }
 
+    /// Decode [`ModelParams::to_bytes`]; a missing field with a serde default takes it.
     pub fn from_bytes(kind: ModelKind, bytes: &[u8]) -> Result<ModelParams, ParamsFormatError> {
+        let v: serde_json::Value = serde_json::from_slice(bytes)?;
+        ModelParams::from_json(kind, v)
+    }
+
+    /// Decode the postcard encoding stores used for parameters up to format 4 (fields by
+    /// position). Only the store migration to format 5 needs it.
+    pub fn from_postcard(kind: ModelKind, bytes: &[u8]) -> Result<ModelParams, ParamsFormatError> {
         Ok(match kind {
             ModelKind::L1 => ModelParams::L1(postcard::from_bytes(bytes)?),
             ModelKind::Dnmf => ModelParams::Dnmf(postcard::from_bytes(bytes)?),
@@ -188,7 +191,30 @@ impl Engine {
         }
     }
 
-    /// A canonical byte image of the whole state: equal bytes ⇔ identical models.
+    /// The state as named parts ([`PartsModel::state_parts`]).
+    pub fn state_parts(&self) -> Vec<(String, Vec<u8>)> {
+        match self {
+            Engine::L1(m) => m.state_parts(),
+            Engine::Dnmf(m) => m.state_parts(),
+            Engine::Ostc(m) => m.state_parts(),
+        }
+    }
+
+    /// Rebuild a model of `params`' kind from its parts ([`PartsModel::from_state_parts`]).
+    pub fn from_state_parts(
+        params: ModelParams,
+        parts: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<Engine, EngineError> {
+        Ok(match params {
+            ModelParams::L1(p) => Engine::L1(Box::new(Model::from_state_parts(p, parts)?)),
+            ModelParams::Dnmf(p) => Engine::Dnmf(Box::new(DnmfModel::from_state_parts(p, parts)?)),
+            ModelParams::Ostc(p) => Engine::Ostc(Box::new(OstcModel::from_state_parts(p, parts)?)),
+        })
+    }
+
+    /// A canonical byte image of the model's logical content (parameters and state, encoded
+    /// from the values in memory, not from any store layout): equal bytes ⇔ identical models.
+    /// `novad digest` hashes it, so a store migration that keeps the model keeps the digest.
     pub fn to_bytes(&self) -> Vec<u8> {
         match self {
             Engine::L1(m) => m.to_bytes(),
@@ -239,5 +265,6 @@ macro_rules! parts_model {
     };
 }
 
+parts_model!(Model, Params, ModelKind::L1);
 parts_model!(DnmfModel, DnmfParams, ModelKind::Dnmf);
 parts_model!(OstcModel, OstcParams, ModelKind::Ostc);

@@ -366,6 +366,19 @@ pub(crate) fn part_bytes<T: serde::Serialize + ?Sized>(v: &T) -> Vec<u8> {
     postcard::to_stdvec(v).expect("state parts are plain data")
 }
 
+/// Decode the part `name` of a model's state (see [`part_bytes`]); a missing or undecodable
+/// part is [`EngineError::Inconsistent`].
+pub(crate) fn decode_part<T: DeserializeOwned>(
+    parts: &BTreeMap<String, Vec<u8>>,
+    name: &str,
+) -> Result<T, EngineError> {
+    let b = parts
+        .get(name)
+        .ok_or_else(|| EngineError::Inconsistent(format!("part `{name}` is missing")))?;
+    postcard::from_bytes(b)
+        .map_err(|e| EngineError::Inconsistent(format!("part `{name}` does not decode: {e}")))
+}
+
 /// Canonical bytes of a parts model: its kind, params and every part, length-prefixed.
 pub fn parts_digest_bytes<M: PartsModel>(m: &M) -> Vec<u8> {
     let mut out = M::KIND.name().as_bytes().to_vec();

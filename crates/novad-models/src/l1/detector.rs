@@ -2,6 +2,7 @@
 //! `(model, batch) → (new model, verdicts)`. The old model is never modified, so a caller that
 //! fails to persist the new one simply keeps the old.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use ndarray::Array2;
@@ -13,9 +14,23 @@ use crate::l1::dictionary::{
     bootstrap, codes_to_csc, docs_to_csr, oiadmm_step, refresh_atoms, remap_rows, Multiplier,
 };
 use crate::l1::params::Params;
-use crate::model::{Code, EngineError, ParamsError, StepOutput, StepStats, Verdict};
+use crate::model::{decode_part, Code, EngineError, ParamsError, StepOutput, StepStats, Verdict};
 use crate::text::{tfidf_l1, SparseDoc, Tokenizer, Vocabulary};
 use crate::threshold::{decide, ScoreHistory, ThresholdRule};
+
+const PART_META: &str = "meta";
+const PART_VOCAB: &str = "vocab";
+const PART_DICT: &str = "dict";
+const PART_DELTA: &str = "delta";
+const PART_HISTORY: &str = "history";
+const PART_LAST_USED: &str = "last_used";
+
+/// The scalar state, one part.
+#[derive(Serialize, Deserialize)]
+struct PartMeta {
+    timestep: u64,
+    bootstrapped: bool,
+}
 
 /// The complete model state: parameters, vocabulary, dictionary Â (m × k), multiplier Δ
 /// (m × n_prev), score history, timestep.
@@ -144,6 +159,43 @@ impl Model {
     /// Deterministic serialisation of the whole state (postcard).
     pub fn to_bytes(&self) -> Vec<u8> {
         postcard::to_stdvec(self).expect("model serialises")
+    }
+
+    /// The state as named parts (the [`crate::PartsModel`] contract): `meta` (timestep,
+    /// bootstrapped), `vocab`, `dict` (Â), `delta` (Δ), `history` (score histogram),
+    /// `last_used` (atom ages). A part whose content did not change encodes to the same bytes.
+    pub fn state_parts(&self) -> Vec<(String, Vec<u8>)> {
+        use crate::model::part_bytes as enc;
+        let meta = PartMeta {
+            timestep: self.timestep,
+            bootstrapped: self.bootstrapped,
+        };
+        vec![
+            (PART_META.to_string(), enc(&meta)),
+            (PART_VOCAB.to_string(), enc(&self.vocab)),
+            (PART_DICT.to_string(), enc(&self.dict)),
+            (PART_DELTA.to_string(), enc(&self.delta)),
+            (PART_HISTORY.to_string(), enc(&self.history)),
+            (PART_LAST_USED.to_string(), enc(&self.last_used)),
+        ]
+    }
+
+    /// Rebuild from [`Model::state_parts`], checking every invariant ([`Model::from_parts`]).
+    pub fn from_state_parts(
+        params: Params,
+        parts: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<Model, EngineError> {
+        let meta: PartMeta = decode_part(parts, PART_META)?;
+        Model::from_parts(ModelParts {
+            params,
+            vocab: decode_part(parts, PART_VOCAB)?,
+            dict: decode_part(parts, PART_DICT)?,
+            delta: decode_part(parts, PART_DELTA)?,
+            history: decode_part(parts, PART_HISTORY)?,
+            last_used: decode_part(parts, PART_LAST_USED)?,
+            timestep: meta.timestep,
+            bootstrapped: meta.bootstrapped,
+        })
     }
 
     /// Vectorize texts against a vocabulary *without* changing it (unknown terms dropped):

@@ -44,9 +44,8 @@ fn default_topic_lambda() -> f64 {
 
 /// ADMM iteration cap of the topic stage's coding (the smaller of this and `coding.max_iter`
 /// applies). Only a code's strongest atom matters here, and a few long documents running to
-/// `coding.max_iter` (2,000) made most of the stage's time. A constant rather than a
-/// parameter: stored parameters are postcard-encoded, and a new field would need a store
-/// migration for an internal solver budget. Measured on the 20NG CIKM protocol (docs/RESULTS.md,
+/// `coding.max_iter` (2,000) made most of the stage's time. An internal solver budget, not a
+/// modelling choice, hence a constant. Measured on the 20NG CIKM protocol (docs/RESULTS.md,
 /// "Emerging topics"): DICTCLUST F1 unchanged.
 pub const TOPIC_MAX_ITER: u32 = 300;
 

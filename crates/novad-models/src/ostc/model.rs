@@ -104,8 +104,9 @@ pub struct OstcParams {
     pub min_support: usize,
     /// Representative documents per topic.
     pub representatives: usize,
-    // The score fields come last: a store's parameters are postcard (a fixed field sequence),
-    // and parameters stored before they existed are exactly the prefix (see [`LegacyParams`]).
+    // The score fields come last: stores up to format 4 kept parameters as postcard (a fixed
+    // field sequence), and those written before these fields existed are exactly the prefix
+    // (see [`LegacyParams`]); the migration to format 5 reads them with `from_stored`.
     /// How a document's code becomes its novelty score (see [`ScoreRule`]). Default
     /// `contrast`; stores created before the field existed load with the default.
     #[serde(default)]
@@ -262,8 +263,8 @@ impl Default for OstcParams {
 }
 
 impl OstcParams {
-    /// Decode parameters as a store holds them (postcard): the current layout, or the layout
-    /// before the score fields, which then take their defaults.
+    /// Decode parameters as stores up to format 4 held them (postcard): the current layout,
+    /// or the layout before the score fields, which then take their defaults.
     pub fn from_stored(bytes: &[u8]) -> Result<OstcParams, postcard::Error> {
         postcard::from_bytes::<OstcParams>(bytes).or_else(|err| {
             let Ok(l) = postcard::from_bytes::<LegacyParams>(bytes) else {

@@ -1,0 +1,121 @@
+//! A store written by the previous release (format 4, `tests/fixtures/store-format4-l1`, built
+//! with the default ℓ1 parameters from `examples/batches`; `store-format4-l1.digest` is the
+//! `novad digest` that release printed for it) is migrated to the current format on open and
+//! then holds the same model — equal digest before and after — in the one layout every model
+//! uses, and reads exactly as the store this release builds from the same files.
+
+#[path = "common/daemon.rs"]
+#[allow(dead_code)]
+mod harness;
+
+use std::path::{Path, PathBuf};
+
+use harness::*;
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), dst).unwrap();
+        }
+    }
+}
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store-format4-l1")
+}
+
+/// The migrated store: the format-4 ℓ1 trees and keys are gone, the state is in `parts`, the
+/// parameters are JSON, the format is current, and a backup of the old store was written.
+fn assert_one_layout(store: &Path) {
+    use novad::store::schema::*;
+    let backups = std::fs::read_dir(store)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("backup-format-4-")
+        })
+        .count();
+    assert_eq!(backups, 1, "one backup of the format-4 store");
+    let db = sled::open(store.join("db")).unwrap();
+    for tree in [VOCAB, DICT, DELTA] {
+        assert!(db.open_tree(tree).unwrap().is_empty(), "{tree} is empty");
+    }
+    let meta = db.open_tree(META).unwrap();
+    for key in [KEY_HISTORY, KEY_ATOM_AGE] {
+        assert!(meta.get(key).unwrap().is_none());
+    }
+    let format: u32 = postcard::from_bytes(&meta.get(KEY_FORMAT).unwrap().unwrap()).unwrap();
+    assert_eq!(format, FORMAT_VERSION);
+    let params: serde_json::Value =
+        serde_json::from_slice(&meta.get(KEY_PARAMS).unwrap().unwrap()).unwrap();
+    assert!(params["coding"]["lambda"].is_number(), "{params}");
+    let parts = db.open_tree(PARTS).unwrap();
+    let names: std::collections::BTreeSet<String> = parts
+        .iter()
+        .keys()
+        .map(|k| {
+            let k = k.unwrap();
+            String::from_utf8(k[..k.len() - 5].to_vec()).unwrap()
+        })
+        .collect();
+    for part in ["meta", "vocab", "dict", "delta", "history", "last_used"] {
+        assert!(names.contains(part), "part {part} in {names:?}");
+    }
+}
+
+fn batches() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/batches");
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().display().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_store_of_the_previous_release_reads_as_the_same_model_and_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let old = tmp.path().join("old");
+    copy_dir(&fixture(), &old);
+    let old = old.display().to_string();
+    let new = tmp.path().join("new").display().to_string();
+    let mut args = vec!["ingest", "--store", new.as_str()];
+    let files = batches();
+    args.extend(files.iter().map(|s| s.as_str()));
+    novad_ok(&args);
+
+    let before = std::fs::read_to_string(fixture().with_extension("digest")).unwrap();
+    let digest = novad_ok(&["digest", "--store", &old]);
+    assert_eq!(digest.trim().len(), 64, "a blake3 hex digest: {digest}");
+    assert_eq!(
+        digest.trim(),
+        before.trim(),
+        "the migration keeps the model"
+    );
+    assert_eq!(digest, novad_ok(&["digest", "--store", &new]));
+    assert_one_layout(Path::new(&old));
+    for query in ["verdicts", "topics"] {
+        let a = novad_ok(&[query, "--store", &old, "--format", "jsonl"]);
+        assert!(!a.trim().is_empty(), "the fixture has {query}");
+        assert_eq!(a, novad_ok(&[query, "--store", &new, "--format", "jsonl"]));
+    }
+    // the old store goes on where it stopped: one more batch gives the same model in both
+    let more = tmp.path().join("04-2026-03-05.jsonl");
+    let third = std::fs::read_to_string(&files[2]).unwrap();
+    std::fs::write(&more, third.replace("2026-03-04", "2026-03-05")).unwrap();
+    let more = more.display().to_string();
+    novad_ok(&["ingest", "--store", &old, &more]);
+    novad_ok(&["ingest", "--store", &new, &more]);
+    assert_eq!(
+        novad_ok(&["digest", "--store", &old]),
+        novad_ok(&["digest", "--store", &new])
+    );
+}
