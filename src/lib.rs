@@ -23,6 +23,7 @@ pub mod dictionary;
 pub mod dnmf;
 pub mod engine;
 pub mod eval;
+pub mod http;
 pub mod ingest;
 pub mod linalg;
 pub mod ostc;

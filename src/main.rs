@@ -76,8 +76,10 @@ fn dispatch(cli: Cli) -> Result<()> {
                 params,
                 settle: std::time::Duration::from_millis(a.settle_ms),
                 poll: std::time::Duration::from_millis(a.poll_ms),
+                http: a.http.config(),
             })?;
         }
+        Command::Serve(a) => serve(&a)?,
         Command::Ingest(a) => {
             let params = a.params.resolve().map_err(|e| anyhow::anyhow!(e))?;
             let mut ing = Ingestor::open(&a.store.store, params.as_ref())?;
@@ -264,6 +266,34 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// `novad serve`: the dashboard and API of a stopped store, until SIGINT/SIGTERM.
+fn serve(a: &novad::cli::ServeArgs) -> Result<()> {
+    let Some(cfg) = a.http.config() else {
+        bail!("`novad serve` serves HTTP; drop --no-http");
+    };
+    let store = open_existing(&a.store.store)?;
+    let server = novad::http::start(&a.store.store, store.db().clone(), &cfg, false)?
+        .context("the HTTP address is in use; pass --http ADDR")?;
+    println!("novad: serving {} read-only", a.store.store.display());
+    println!(
+        "novad: dashboard (one-time sign-in link): {}",
+        server.login_url
+    );
+    println!(
+        "novad: API token in {}",
+        novad::http::auth::token_path(&a.store.store).display()
+    );
+    std::io::stdout().flush()?;
+    let term = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, std::sync::Arc::clone(&term))?;
+    }
+    while !term.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     Ok(())
 }
 

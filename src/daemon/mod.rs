@@ -36,6 +36,8 @@ pub struct RunConfig {
     pub settle: Duration,
     /// Longest wait between inbox scans.
     pub poll: Duration,
+    /// The dashboard and HTTP API (`None`: not served).
+    pub http: Option<crate::http::HttpConfig>,
 }
 
 #[derive(Debug, Error)]
@@ -54,6 +56,8 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Http(#[from] crate::http::HttpError),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
 }
@@ -187,6 +191,7 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
             path: api::socket_path(&cfg.store).display().to_string(),
             source,
         })?;
+    crate::http::start_opt(&cfg.store, ing.store.db(), cfg.http.as_ref(), true)?;
     tracing::info!(
         inbox = %cfg.inbox.display(),
         store = %cfg.store.display(),
