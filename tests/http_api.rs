@@ -188,7 +188,11 @@ fn answers_match_the_command_line_and_the_batches() {
 
     let st = api(&s, "/api/v1/status");
     assert_eq!(st["verdicts"], total);
-    assert_eq!(st["state"]["timestep"], batches.len() as u64 - 1);
+    assert_eq!(
+        st["state"]["timestep"],
+        batches.len(),
+        "timesteps committed"
+    );
     assert_eq!(st["live"], true);
     assert_eq!(st["model"], "l1");
 

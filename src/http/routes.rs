@@ -204,10 +204,19 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// `t` as a JSON value, `f32` fields in their shortest form (as `serde_json::to_string`
+/// writes them; `to_value` would widen them to `f64` digits).
+fn to_json<T: serde::Serialize>(t: &T) -> Value {
+    serde_json::to_string(t)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_else(|| json!({}))
+}
+
 /// A verdict as the API shows it: every field of the record, plus its `id` (the key, for
 /// `/api/v1/verdicts/{id}` and cursors) and its time in RFC 3339.
 pub fn verdict_json(key: &[u8], v: &VerdictRecord) -> Value {
-    let mut j = serde_json::to_value(v).unwrap_or_else(|_| json!({}));
+    let mut j = to_json(v);
     j["id"] = json!(hex(key));
     j["time_utc"] = json!(query::fmt_time(v.time));
     j
@@ -224,7 +233,7 @@ async fn status(
             s.daemon_pid = Some(std::process::id());
         }
         s.disk_bytes = crate::store::dir_size(&st.dir);
-        let mut j = serde_json::to_value(&s).map_err(|e| e.to_string())?;
+        let mut j = to_json(&s);
         j["live"] = json!(st.live);
         j["version"] = json!(env!("CARGO_PKG_VERSION"));
         Ok(j)
@@ -240,7 +249,7 @@ async fn timesteps(
     let p = Params::new(q, &["since", "until"])?;
     let (since, until) = (p.time("since", false)?, p.time("until", true)?);
     let items = read(&st, move |st| query::timesteps(&st.db, since, until)).await?;
-    json_ok(json!({ "items": items }))
+    json_ok(json!({ "items": to_json(&items) }))
 }
 
 async fn verdicts(
@@ -330,7 +339,7 @@ async fn verdict(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Rep
         "verdict": verdict_json(&key, &v),
         "threshold": record.as_ref().and_then(|r| r.stats.threshold),
         "timestep": record,
-        "topics": topics,
+        "topics": to_json(&topics),
     }))
 }
 
@@ -351,7 +360,7 @@ async fn topics(
         .iter()
         .filter(|t| kind.is_none_or(|k| t.kind == k))
         .map(|t| {
-            let mut j = serde_json::to_value(t).unwrap_or_else(|_| json!({}));
+            let mut j = to_json(t);
             j["time_utc"] = json!(query::fmt_time(t.time));
             j
         })

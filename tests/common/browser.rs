@@ -192,9 +192,12 @@ impl Browser {
         }
     }
 
+    /// Load `url`; returns once the new document has replaced the old one.
     pub fn navigate(&mut self, url: &str) {
+        self.eval("window.__replaced = true");
         self.bytes_received = 0;
         self.call("Page.navigate", json!({ "url": url }));
+        self.wait_for(30, "the new document", "window.__replaced !== true");
     }
 
     /// Evaluate `expr` in the page; its value (JSON-serialisable) is returned.
@@ -228,6 +231,11 @@ impl Browser {
 
     /// A PNG of the whole page (viewport width, full content height).
     pub fn screenshot(&mut self, path: &Path) {
+        self.screenshot_with(path, 1.0, f64::INFINITY)
+    }
+
+    /// A PNG of the page's top `max_height` CSS pixels (viewport width), scaled by `scale`.
+    pub fn screenshot_with(&mut self, path: &Path, scale: f64, max_height: f64) {
         let m = self.call("Page.getLayoutMetrics", json!({}));
         let w = m["cssContentSize"]["width"]
             .as_f64()
@@ -237,10 +245,19 @@ impl Browser {
             .as_f64()
             .unwrap_or(900.0)
             .ceil();
-        let r = self.call(
-            "Page.captureScreenshot",
-            json!({"format": "png", "captureBeyondViewport": true,
-                   "clip": {"x": 0, "y": 0, "width": w, "height": h, "scale": 1}}),
+        let vh = m["cssLayoutViewport"]["clientHeight"]
+            .as_f64()
+            .unwrap_or(900.0);
+        // a viewport as tall as the shot, at the wanted pixel density
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": w, "height": h.min(max_height), "deviceScaleFactor": scale, "mobile": false}),
+        );
+        self.pump(300);
+        let r = self.call("Page.captureScreenshot", json!({"format": "png"}));
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": w, "height": vh, "deviceScaleFactor": 1, "mobile": false}),
         );
         let png = base64_decode(r["data"].as_str().unwrap());
         assert!(png.starts_with(b"\x89PNG"), "screenshot is a PNG");

@@ -20,8 +20,14 @@ pub fn bin() -> PathBuf {
     }
 }
 
+/// The 20 Newsgroups archive: `$NOVAD_20NG`, else `../shared/data/` beside the repository.
 pub fn archive() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/20news-bydate.tar.gz")
+    match std::env::var_os("NOVAD_20NG") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/20news-bydate.tar.gz")
+        }
+    }
 }
 
 /// Posts of 20NG (group, text; train and test), in a fixed interleaved order, read once.

@@ -4,8 +4,8 @@
 (function () {
   const C = window.Charts;
   const $ = (id) => document.getElementById(id);
-  const POLL_MS = 4000, PAGE = 25;
-  const view = { since: "", until: "", cursor: null, sig: null, steps: [] };
+  const POLL_MS = 4000, PAGE = 15, CARDS = 8;
+  const view = { since: "", until: "", cursor: null, sig: null, steps: [], allTopics: false };
 
   function h(tag, attrs, ...kids) {
     const e = document.createElement(tag);
@@ -151,7 +151,8 @@
   function renderTopics(items) {
     const box = $("topics");
     box.textContent = "";
-    const newest = items.slice().sort((a, b) => b.timestep - a.timestep || b.size - a.size).slice(0, 24);
+    const sorted = items.slice().sort((a, b) => b.timestep - a.timestep || b.size - a.size);
+    const newest = view.allTopics ? sorted : sorted.slice(0, CARDS);
     for (const t of newest) {
       const maxw = Math.max(...t.terms.map((x) => x[1]), 1e-9);
       const kw = h("div", { cls: "kw" }, ...t.terms.slice(0, 10).map((x) => h("span", { cls: "chip" + (x[1] >= 0.5 * maxw ? " strong" : ""), text: x[0] })));
@@ -165,6 +166,9 @@
       C.sparkline(card, t.profile);
       box.appendChild(card);
     }
+    const more = $("topics-more");
+    more.hidden = sorted.length <= CARDS;
+    more.textContent = view.allTopics ? `Show the newest ${CARDS}` : `Show all ${sorted.length} topics`;
   }
 
   async function loadTopics() {
@@ -268,6 +272,7 @@
       toast(e.message);
     } finally {
       busy = false;
+      if (!document.body.dataset.ready) document.body.dataset.readyMs = String(Math.round(performance.now()));
       document.body.dataset.ready = "1";
     }
   }
@@ -301,6 +306,7 @@
   $("novel-only").addEventListener("change", research);
   $("novel-filters").addEventListener("submit", (e) => e.preventDefault());
   $("range").addEventListener("submit", (e) => e.preventDefault());
+  $("topics-more").addEventListener("click", () => { view.allTopics = !view.allTopics; loadTopics().catch((e) => toast(e.message)); });
   $("more").addEventListener("click", () => loadNovel(false).catch((e) => toast(e.message)));
   $("d-close").addEventListener("click", () => { $("drawer").hidden = true; history.replaceState(null, "", location.pathname); });
   document.addEventListener("keydown", (e) => { if (e.key === "Escape") $("d-close").click(); });

@@ -70,15 +70,26 @@
     const dmax = ds.max;
     const t0 = 22, t1 = 150, s0 = 186, s1 = 288;
     yAxis(svg, L, W - R, t0, t1, dmax, ds.ticks, "documents per timestep");
-    let smax = 0;
+    // the score axis spans the data (p10 … p90 and thresholds), not 0 … max, so that
+    // changes between timesteps stay visible
+    let smax = 0, smin = Infinity;
     for (const t of items) {
-      if (t.scores) smax = Math.max(smax, t.scores.p90);
-      if (t.record.stats.threshold != null && isFinite(t.record.stats.threshold)) smax = Math.max(smax, t.record.stats.threshold);
+      const thr = t.record.stats.threshold;
+      if (t.scores) { smax = Math.max(smax, t.scores.p90); smin = Math.min(smin, t.scores.p10); }
+      if (thr != null && isFinite(thr)) { smax = Math.max(smax, thr); smin = Math.min(smin, thr); }
     }
-    const ss = scale(smax * 1.05);
-    smax = ss.max;
-    yAxis(svg, L, W - R, s0, s1, smax, ss.ticks, "novelty score distribution");
-    const ys = (v) => s1 - ((s1 - s0) * Math.min(v, smax)) / smax;
+    if (!isFinite(smin)) smin = 0;
+    const step = nice(Math.max(smax - smin, 1e-6) / 3);
+    const slo = Math.max(0, Math.floor(smin / step) * step);
+    const shi = Math.max(slo + step, Math.ceil(smax / step - 1e-9) * step);
+    const sticks = Math.round((shi - slo) / step);
+    for (let i = 0; i <= sticks; i++) {
+      const y = s1 - ((s1 - s0) * i) / sticks;
+      s("line", { x1: L, x2: W - R, y1: y, y2: y, class: "axis" }, svg);
+      text(svg, L - 6, y + 4, (slo + i * step).toFixed(2), { "text-anchor": "end" });
+    }
+    text(svg, L, s0 - 8, "novelty score distribution", { class: "title" });
+    const ys = (v) => s1 - ((s1 - s0) * (Math.min(Math.max(v, slo), shi) - slo)) / (shi - slo);
     const every = Math.ceil(items.length / 12);
     items.forEach((t, i) => {
       const cx = b.x(i) + b.w / 2, bw = b.bar;
@@ -132,7 +143,8 @@
     const bw = Math.max(4, Math.min(b.w - 4, 160));
     s("line", { x1: L, x2: W - R, y1: bottom, y2: bottom, class: "axis" }, svg);
     text(svg, L - 6, bottom + 4, "0", { "text-anchor": "end" });
-    text(svg, L - 6, top + 8, `${tot} docs`, { "text-anchor": "end" });
+    text(svg, L - 6, top + 8, String(tot), { "text-anchor": "end" });
+    text(svg, L - 6, top + 20, "docs", { "text-anchor": "end" });
     const every = Math.ceil(cols.length / 12);
     cols.forEach((c, i) => {
       if (i % every === 0) text(svg, b.x(i) + b.w / 2, bottom + 14, String(c), { "text-anchor": "middle" });
