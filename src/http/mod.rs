@@ -11,6 +11,7 @@
 
 pub mod assets;
 pub mod auth;
+mod cache;
 pub mod guard;
 mod routes;
 
@@ -80,6 +81,7 @@ pub(crate) struct AppState {
     pub auth: auth::Auth,
     /// Store reads running at once (each on a blocking thread).
     pub queries: tokio::sync::Semaphore,
+    pub cache: cache::Cache,
 }
 
 /// Start serving `db` (the store in `store_dir`) per `cfg`: checks the address, creates or
@@ -122,6 +124,7 @@ pub fn start(
         live,
         auth,
         queries: tokio::sync::Semaphore::new(guard::MAX_QUERIES),
+        cache: Default::default(),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -18,7 +18,31 @@ use crate::query::{self, PageRequest, VerdictFilter};
 use crate::store::schema::VerdictRecord;
 use crate::topics::TopicKind;
 
-type Reply = Result<Response, Response>;
+type Reply = Result<Response, ApiError>;
+
+/// A refused or failed API request: its status and the reason, answered as
+/// `{"error": reason}`.
+#[derive(Debug, thiserror::Error)]
+#[error("{msg}")]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub msg: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, msg: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            msg: msg.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        error(self.status, self.msg)
+    }
+}
 
 pub(super) fn router(state: Arc<AppState>) -> Router {
     Router::new()
@@ -31,6 +55,10 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
         .route("/api/v1/verdicts/{id}", get(verdict))
         .route("/api/v1/topics", get(topics))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            super::cache::cached,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             guard::guard,
@@ -96,11 +124,11 @@ impl Params {
     fn new(
         q: Result<Query<Vec<(String, String)>>, QueryRejection>,
         known: &[&str],
-    ) -> Result<Params, Response> {
-        let Query(pairs) = q.map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))?;
+    ) -> Result<Params, ApiError> {
+        let Query(pairs) = q.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
         for (k, _) in &pairs {
             if !known.contains(&k.as_str()) {
-                return Err(error(
+                return Err(ApiError::new(
                     StatusCode::BAD_REQUEST,
                     format!(
                         "unknown query parameter `{k}` (known: {})",
@@ -118,14 +146,14 @@ impl Params {
             .find(|(n, v)| n == k && !v.is_empty())
             .map(|(_, v)| v.as_str())
     }
-    fn bad(k: &str, v: &str, why: impl std::fmt::Display) -> Response {
-        error(
+    fn bad(k: &str, v: &str, why: impl std::fmt::Display) -> ApiError {
+        ApiError::new(
             StatusCode::BAD_REQUEST,
             format!("query parameter `{k}={v}`: {why}"),
         )
     }
     /// A time bound: Unix milliseconds, RFC 3339, or a date (`until` includes that whole day).
-    fn time(&self, k: &str, until: bool) -> Result<Option<i64>, Response> {
+    fn time(&self, k: &str, until: bool) -> Result<Option<i64>, ApiError> {
         let Some(v) = self.get(k) else {
             return Ok(None);
         };
@@ -144,7 +172,7 @@ impl Params {
         k: &str,
         ok: impl Fn(&T) -> bool,
         want: &str,
-    ) -> Result<Option<T>, Response> {
+    ) -> Result<Option<T>, ApiError> {
         let Some(v) = self.get(k) else {
             return Ok(None);
         };
@@ -153,7 +181,7 @@ impl Params {
             _ => Err(Self::bad(k, v, format!("expected {want}"))),
         }
     }
-    fn flag(&self, k: &str) -> Result<bool, Response> {
+    fn flag(&self, k: &str) -> Result<bool, ApiError> {
         match self.get(k) {
             None | Some("false") | Some("0") => Ok(false),
             Some("true") | Some("1") => Ok(true),
@@ -166,20 +194,20 @@ impl Params {
 async fn read<T: Send + 'static>(
     st: &Arc<AppState>,
     f: impl FnOnce(&AppState) -> Result<T, String> + Send + 'static,
-) -> Result<T, Response> {
+) -> Result<T, ApiError> {
     let _permit = st
         .queries
         .acquire()
         .await
-        .map_err(|_| error(StatusCode::SERVICE_UNAVAILABLE, "shutting down"))?;
+        .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting down"))?;
     let st = Arc::clone(st);
     match tokio::task::spawn_blocking(move || f(&st)).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(error(
+        Ok(Err(e)) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("store read failed: {e}"),
         )),
-        Err(_) => Err(error(
+        Err(_) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "store read failed (internal error)",
         )),
@@ -311,7 +339,7 @@ async fn verdicts(
 
 async fn verdict(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Reply {
     let key = unhex(&id).filter(|k| k.len() == 20).ok_or_else(|| {
-        error(
+        ApiError::new(
             StatusCode::BAD_REQUEST,
             format!("verdict id `{id}`: expected 40 hex digits (the `id` of a verdict)"),
         )
@@ -326,7 +354,7 @@ async fn verdict(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Rep
     })
     .await?;
     let Some((v, record, topics)) = found else {
-        return Err(error(
+        return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("no verdict with id {id}"),
         ));
