@@ -86,6 +86,9 @@ pub enum Command {
     /// Build a new store by replaying the processed batch files in the order the old store
     /// recorded (its records, or its journal.jsonl when it does not open).
     Rebuild(RebuildArgs),
+    /// Serve the dashboard and HTTP API of a stopped store (read-only; a running daemon
+    /// serves its own).
+    Serve(ServeArgs),
     /// Print a parameter set as TOML (a starting point for `--config`): the defaults, the
     /// paper's configuration, or the parameters a store was created with.
     Params(ParamsArgs),
@@ -253,6 +256,8 @@ pub struct RunArgs {
     pub poll_ms: u64,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub http: HttpArgs,
 }
 
 /// How much of a batch file one timestep takes.
@@ -274,6 +279,48 @@ impl LimitArgs {
             max_bytes: self.max_batch_bytes.max(1),
         }
     }
+}
+
+/// Where the dashboard and HTTP API listen.
+#[derive(Debug, Clone, Default, Args)]
+pub struct HttpArgs {
+    /// Address of the dashboard and HTTP API [default: 127.0.0.1:7878]; port 0 picks a free
+    /// one (the login link printed at start shows it).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// Serve no dashboard or HTTP API.
+    #[arg(long, conflicts_with_all = ["http", "http_allow_remote"])]
+    pub no_http: bool,
+    /// Allow a non-loopback --http address. The API needs the token, but HTTP is unencrypted:
+    /// put it behind a TLS proxy.
+    #[arg(long)]
+    pub http_allow_remote: bool,
+}
+
+impl HttpArgs {
+    /// The server configuration, `None` with `--no-http`.
+    pub fn config(&self) -> Option<crate::http::HttpConfig> {
+        if self.no_http {
+            return None;
+        }
+        let mut c = crate::http::HttpConfig {
+            allow_remote: self.http_allow_remote,
+            ..Default::default()
+        };
+        if let Some(a) = self.http {
+            c.addr = a;
+            c.explicit = true;
+        }
+        Some(c)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[command(flatten)]
+    pub http: HttpArgs,
 }
 
 #[derive(Debug, Args)]

@@ -12,6 +12,7 @@
 pub mod batch;
 pub mod cli;
 pub mod daemon;
+pub mod http;
 pub mod ingest;
 pub mod query;
 pub mod store;

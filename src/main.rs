@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Parser;
 use novad::cli::{Cli, Command, StatusFormat, TopicFormat};
 use novad::daemon::{self, api, RunConfig};
@@ -156,8 +156,10 @@ fn dispatch(cli: Cli) -> Result<()> {
                 settle: std::time::Duration::from_millis(a.settle_ms),
                 poll: std::time::Duration::from_millis(a.poll_ms),
                 limits: a.limits.limits(),
+                http: a.http.config(),
             })?;
         }
+        Command::Serve(a) => serve(&a)?,
         Command::Ingest(a) => {
             let params = a.params.resolve()?;
             let mut ing = Ingestor::open(&a.store.store, params.as_ref())?;
@@ -399,6 +401,34 @@ fn write_check(
     }
     for p in &r.problems {
         writeln!(out, "problem: {p}")?;
+    }
+    Ok(())
+}
+
+/// `novad serve`: the dashboard and API of a stopped store, until SIGINT/SIGTERM.
+fn serve(a: &novad::cli::ServeArgs) -> Result<()> {
+    let Some(cfg) = a.http.config() else {
+        bail!("`novad serve` serves HTTP; drop --no-http");
+    };
+    let store = open_existing(&a.store.store)?;
+    let server = novad::http::start(&a.store.store, store.db().clone(), &cfg, false)?
+        .context("the HTTP address is in use; pass --http ADDR")?;
+    println!("novad: serving {} read-only", a.store.store.display());
+    println!(
+        "novad: dashboard (one-time sign-in link): {}",
+        server.login_url
+    );
+    println!(
+        "novad: API token in {}",
+        novad::http::auth::token_path(&a.store.store).display()
+    );
+    std::io::stdout().flush()?;
+    let term = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, std::sync::Arc::clone(&term))?;
+    }
+    while !term.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
     Ok(())
 }

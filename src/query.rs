@@ -415,3 +415,219 @@ pub fn kind_name(k: novad_models::TopicKind) -> &'static str {
         novad_models::TopicKind::Evolving => "evolving",
     }
 }
+
+/// Score quantiles of a set of verdicts (linear interpolation between order statistics).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ScoreQuantiles {
+    pub p10: f64,
+    pub p25: f64,
+    pub p50: f64,
+    pub p75: f64,
+    pub p90: f64,
+    pub max: f64,
+}
+
+impl ScoreQuantiles {
+    /// Quantiles of `scores` (non-finite values ignored); `None` when none is finite.
+    pub fn of(scores: &mut [f64]) -> Option<ScoreQuantiles> {
+        let mut s: Vec<f64> = scores.iter().copied().filter(|x| x.is_finite()).collect();
+        if s.is_empty() {
+            return None;
+        }
+        s.sort_by(f64::total_cmp);
+        let q = |p: f64| {
+            let pos = p * (s.len() - 1) as f64;
+            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+            s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+        };
+        Some(ScoreQuantiles {
+            p10: q(0.10),
+            p25: q(0.25),
+            p50: q(0.50),
+            p75: q(0.75),
+            p90: q(0.90),
+            max: s[s.len() - 1],
+        })
+    }
+}
+
+/// One timestep as a timeline shows it: its stored record (diagnostics) and a summary of
+/// those of its documents whose time lies in the queried range.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TimestepSummary {
+    pub record: TimestepRecord,
+    /// Documents of the timestep in the range, and how many of them are novel.
+    pub docs: usize,
+    pub novel: usize,
+    /// Earliest and latest document time in the range (Unix ms); `None` when it has none.
+    pub first_time: Option<i64>,
+    pub last_time: Option<i64>,
+    /// Quantiles of the scores of its scored documents (not empty, not bootstrap) in range.
+    pub scores: Option<ScoreQuantiles>,
+}
+
+/// Timesteps in timestep order. Without a time bound every committed timestep is returned;
+/// with one, those having at least one document with time in [since, until).
+pub fn timesteps(
+    db: &sled::Db,
+    since: Option<i64>,
+    until: Option<i64>,
+) -> Result<Vec<TimestepSummary>, String> {
+    #[derive(Default)]
+    struct Acc {
+        docs: usize,
+        novel: usize,
+        first: Option<i64>,
+        last: Option<i64>,
+        scores: Vec<f64>,
+    }
+    let mut acc: std::collections::BTreeMap<u64, Acc> = Default::default();
+    let all = VerdictFilter {
+        since,
+        until,
+        ..Default::default()
+    };
+    for v in verdicts(db, &all).map_err(|e| e.to_string())? {
+        let a = acc.entry(v.timestep).or_default();
+        a.docs += 1;
+        a.novel += usize::from(v.novel);
+        a.first = Some(a.first.map_or(v.time, |t| t.min(v.time)));
+        a.last = Some(a.last.map_or(v.time, |t| t.max(v.time)));
+        if !v.empty && !v.bootstrap {
+            a.scores.push(v.score);
+        }
+    }
+    let bounded = since.is_some() || until.is_some();
+    let tree = db.open_tree(TIMESTEPS).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for kv in tree.iter() {
+        let (_, v) = kv.map_err(|e| e.to_string())?;
+        let record: TimestepRecord =
+            postcard::from_bytes(&v).map_err(|e| format!("corrupt timestep record: {e}"))?;
+        let a = match acc.remove(&record.timestep) {
+            Some(a) => a,
+            None if bounded => continue,
+            None => Acc::default(),
+        };
+        let mut scores = a.scores;
+        out.push(TimestepSummary {
+            record,
+            docs: a.docs,
+            novel: a.novel,
+            first_time: a.first,
+            last_time: a.last,
+            scores: ScoreQuantiles::of(&mut scores),
+        });
+    }
+    Ok(out)
+}
+
+/// One page of verdicts: a filter, a text search, an order and a cursor.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PageRequest {
+    /// Time range and filters; `limit` is the page size.
+    pub filter: VerdictFilter,
+    /// Case-insensitive substring of the document id or of one of its why-novel terms.
+    pub text: Option<String>,
+    pub newest_first: bool,
+    /// Continue after this verdict key (the previous page's `next`).
+    pub after: Option<Vec<u8>>,
+}
+
+/// A page of verdicts with their keys; `next` is the cursor of the following page, `None` on
+/// the last one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Page {
+    pub items: Vec<(Vec<u8>, VerdictRecord)>,
+    pub next: Option<Vec<u8>>,
+}
+
+/// The verdicts of `req`, at most `req.filter.limit` (default 100), in time order (or newest
+/// first). Every verdict of the range that matches is on exactly one page when the cursor is
+/// followed.
+pub fn verdict_page(db: &sled::Db, req: &PageRequest) -> Result<Page, String> {
+    let tree = db.open_tree(VERDICTS).map_err(|e| e.to_string())?;
+    let f = &req.filter;
+    let mut lo = f.since.map(verdict_time_prefix).unwrap_or([0; 8]).to_vec();
+    let mut hi = f.until.map(|u| verdict_time_prefix(u).to_vec());
+    if let Some(after) = &req.after {
+        if req.newest_first {
+            if hi.as_ref().is_none_or(|h| after < h) {
+                hi = Some(after.clone());
+            }
+        } else {
+            // the smallest key greater than `after`
+            let mut next = after.clone();
+            next.push(0);
+            lo = lo.max(next);
+        }
+    }
+    type Kv = sled::Result<(sled::IVec, sled::IVec)>;
+    let iter: Box<dyn DoubleEndedIterator<Item = Kv>> = match hi {
+        Some(h) if h <= lo => Box::new(std::iter::empty()),
+        Some(h) => Box::new(tree.range(lo..h)),
+        None => Box::new(tree.range(lo..)),
+    };
+    let iter: Box<dyn Iterator<Item = Kv>> = if req.newest_first {
+        Box::new(iter.rev())
+    } else {
+        iter
+    };
+    let limit = f.limit.unwrap_or(100).max(1);
+    let needle = req.text.as_deref().map(str::to_lowercase);
+    let mut page = Page::default();
+    for kv in iter {
+        let (k, v) = kv.map_err(|e| e.to_string())?;
+        let v: VerdictRecord =
+            postcard::from_bytes(&v).map_err(|e| format!("corrupt verdict: {e}"))?;
+        if !f.matches(&v) || !needle.as_deref().is_none_or(|n| text_matches(&v, n)) {
+            continue;
+        }
+        if page.items.len() == limit {
+            page.next = page.items.last().map(|(k, _)| k.clone());
+            break;
+        }
+        page.items.push((k.to_vec(), v));
+    }
+    Ok(page)
+}
+
+fn text_matches(v: &VerdictRecord, needle: &str) -> bool {
+    v.doc_id.to_lowercase().contains(needle)
+        || v.terms
+            .iter()
+            .any(|(t, _)| t.to_lowercase().contains(needle))
+}
+
+/// The verdict stored under `key`, if any.
+pub fn verdict_by_key(db: &sled::Db, key: &[u8]) -> Result<Option<VerdictRecord>, String> {
+    let tree = db.open_tree(VERDICTS).map_err(|e| e.to_string())?;
+    match tree.get(key).map_err(|e| e.to_string())? {
+        None => Ok(None),
+        Some(v) => postcard::from_bytes(&v)
+            .map(Some)
+            .map_err(|e| format!("corrupt verdict: {e}")),
+    }
+}
+
+/// The record of one timestep and the topics found in it.
+pub fn timestep_detail(
+    db: &sled::Db,
+    timestep: u64,
+) -> Result<(Option<TimestepRecord>, Vec<crate::store::schema::TopicRecord>), String> {
+    let e = |e: sled::Error| e.to_string();
+    let ts = db.open_tree(TIMESTEPS).map_err(e)?;
+    let record = match ts.get(crate::store::schema::u64_key(timestep)).map_err(e)? {
+        None => None,
+        Some(v) => {
+            Some(postcard::from_bytes(&v).map_err(|e| format!("corrupt timestep record: {e}"))?)
+        }
+    };
+    let tt = db.open_tree(crate::store::schema::TOPICS).map_err(e)?;
+    let mut topics = Vec::new();
+    for kv in tt.scan_prefix(crate::store::schema::u64_key(timestep)) {
+        let (_, v) = kv.map_err(e)?;
+        topics.push(postcard::from_bytes(&v).map_err(|e| format!("corrupt topic: {e}"))?);
+    }
+    Ok((record, topics))
+}

@@ -45,6 +45,8 @@ pub struct RunConfig {
     pub poll: Duration,
     /// Most documents / bytes of a file per timestep.
     pub limits: Limits,
+    /// The dashboard and HTTP API (`None`: not served).
+    pub http: Option<crate::http::HttpConfig>,
 }
 
 #[derive(Debug, Error)]
@@ -63,6 +65,8 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Http(#[from] crate::http::HttpError),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
 }
@@ -162,6 +166,7 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
             path: api::socket_path(&cfg.store).display().to_string(),
             source,
         })?;
+    crate::http::start_opt(&cfg.store, ing.store.db(), cfg.http.as_ref(), true)?;
     tracing::info!(
         inbox = %cfg.inbox.display(),
         store = %cfg.store.display(),

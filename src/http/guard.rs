@@ -1,0 +1,145 @@
+//! Limits every request passes before it reaches a handler: read-only methods, bounded URI,
+//! headers and (absent) body, the access token, and a deadline.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderValue, Method, Request, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+
+/// Longest time a request may take, from its head being read to its response being ready.
+pub const DEADLINE: Duration = Duration::from_secs(5);
+/// Longest time a client may take to send a request head.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest request target (path and query), bytes.
+pub const MAX_URI: usize = 2048;
+/// Largest request head (all header names and values), bytes.
+pub const MAX_HEADERS: usize = 8192;
+/// hyper's read buffer per connection, bytes (a head larger than this is refused by hyper).
+pub const MAX_BUFFER: usize = 16 * 1024;
+/// Open connections; more are closed at once.
+pub const MAX_CONNECTIONS: usize = 512;
+/// Store reads running at once; more wait (within the deadline).
+pub const MAX_QUERIES: usize = 8;
+/// Largest page of verdicts.
+pub const MAX_PAGE: usize = 500;
+
+/// A JSON error body `{"error": msg}` with `status`.
+pub fn error(status: StatusCode, msg: impl Into<String>) -> Response {
+    let mut r = (
+        status,
+        axum::Json(serde_json::json!({ "error": msg.into() })),
+    )
+        .into_response();
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// Refuse what a read-only API never needs before anything else runs.
+fn refuse(req: &Request<Body>) -> Option<Response> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{} not allowed: the API is read-only (GET)", req.method()),
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return Some(r);
+    }
+    let uri_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if uri_len > MAX_URI {
+        return Some(error(
+            StatusCode::URI_TOO_LONG,
+            format!("request target of {uri_len} bytes; at most {MAX_URI}"),
+        ));
+    }
+    let head: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum();
+    if head > MAX_HEADERS {
+        return Some(error(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            format!("request headers of {head} bytes; at most {MAX_HEADERS}"),
+        ));
+    }
+    let has_body = req.headers().contains_key(header::TRANSFER_ENCODING)
+        || req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0");
+    if has_body {
+        return Some(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "requests carry no body: the API is read-only",
+        ));
+    }
+    None
+}
+
+/// The request limits and the access check, in that order; then the handler under
+/// [`DEADLINE`]. `/login` is the one path open without the token (it checks a code itself).
+pub(crate) async fn guard(
+    State(state): State<Arc<AppState>>,
+    req: Request<Body>,
+    next: Next,
+) -> Response {
+    if let Some(r) = refuse(&req) {
+        return r;
+    }
+    let open = req.uri().path() == "/login";
+    if !open && !state.auth.authorized(req.headers()) {
+        return unauthorized(req.uri().path().starts_with("/api/"));
+    }
+    let mut resp = match tokio::time::timeout(DEADLINE, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "busy: no answer within the {} s deadline; try again",
+                DEADLINE.as_secs()
+            ),
+        ),
+    };
+    let h = resp.headers_mut();
+    for (k, v) in [
+        ("x-content-type-options", "nosniff"),
+        ("x-frame-options", "DENY"),
+        ("referrer-policy", "no-referrer"),
+        (
+            "content-security-policy",
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; frame-ancestors 'none'",
+        ),
+    ] {
+        h.insert(k, HeaderValue::from_static(v));
+    }
+    resp
+}
+
+/// 401: JSON for the API, a short page for people.
+pub fn unauthorized(api: bool) -> Response {
+    let mut r = if api {
+        error(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong access token: send `Authorization: Bearer TOKEN` (the token is in the store's http.token file)",
+        )
+    } else {
+        (
+            StatusCode::UNAUTHORIZED,
+            axum::response::Html(super::assets::UNAUTHORIZED_HTML),
+        )
+            .into_response()
+    };
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"novad\""),
+    );
+    r
+}

@@ -1,0 +1,206 @@
+//! The read-only HTTP API (`/api/v1/…`, JSON) and the dashboard page (`/`), served by the
+//! daemon next to ingest, or by `novad serve` on a stopped store.
+//!
+//! Security model: the server binds a loopback address unless told otherwise
+//! ([`HttpConfig::allow_remote`]); every request needs the store's access token (see
+//! [`auth`]) as a bearer header or as the cookie set by the login link printed at start; only
+//! `GET`/`HEAD` are served; requests have a deadline and size limits (see [`guard`]).
+//!
+//! The server runs a small tokio runtime on its own threads, and every store read runs on a
+//! blocking thread, so a slow client never holds up ingest.
+
+pub mod assets;
+pub mod auth;
+mod cache;
+pub mod guard;
+mod routes;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use thiserror::Error;
+
+/// The default address: loopback only.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:7878";
+
+/// Where and how to serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpConfig {
+    pub addr: SocketAddr,
+    /// Serve on a non-loopback address (the user said so explicitly).
+    pub allow_remote: bool,
+    /// The address was given by the user: failing to bind it is an error. The default address
+    /// being taken (another daemon) only disables HTTP, with a warning.
+    pub explicit: bool,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            addr: DEFAULT_ADDR.parse().expect("valid default address"),
+            allow_remote: false,
+            explicit: false,
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum HttpError {
+    #[error("refusing to serve HTTP on {addr}: not a loopback address. The API is token-protected but unencrypted; pass --http-allow-remote to expose it to the network anyway")]
+    NotLoopback { addr: SocketAddr },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("access token {path}: {msg}")]
+    Token { path: PathBuf, msg: String },
+    #[error("cannot start the HTTP server threads: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// A running server. It serves until the process exits.
+#[derive(Debug, Clone)]
+pub struct Server {
+    /// The bound address (the real port when port 0 was asked for).
+    pub addr: SocketAddr,
+    /// The one-time login link (sets the access cookie, then redirects to the dashboard).
+    pub login_url: String,
+}
+
+/// What every request handler shares.
+pub(crate) struct AppState {
+    pub db: sled::Db,
+    pub dir: PathBuf,
+    /// Whether a daemon ingests into this store (false for `novad serve`).
+    pub live: bool,
+    pub auth: auth::Auth,
+    /// Store reads running at once (each on a blocking thread).
+    pub queries: tokio::sync::Semaphore,
+    pub cache: cache::Cache,
+}
+
+/// Start serving `db` (the store in `store_dir`) per `cfg`: checks the address, creates or
+/// reads the access token, binds, then serves on background threads. Returns `Ok(None)` when
+/// the default address is taken (HTTP disabled, logged); every other failure is an error.
+pub fn start(
+    store_dir: &Path,
+    db: sled::Db,
+    cfg: &HttpConfig,
+    live: bool,
+) -> Result<Option<Server>, HttpError> {
+    if !cfg.addr.ip().is_loopback() && !cfg.allow_remote {
+        return Err(HttpError::NotLoopback { addr: cfg.addr });
+    }
+    let token = auth::load_or_create_token(store_dir)?;
+    let listener = match TcpListener::bind(cfg.addr) {
+        Ok(l) => l,
+        Err(e) if !cfg.explicit && e.kind() == std::io::ErrorKind::AddrInUse => {
+            tracing::warn!(addr = %cfg.addr, "HTTP address in use; dashboard disabled (pass --http ADDR to choose another)");
+            return Ok(None);
+        }
+        Err(source) => {
+            return Err(HttpError::Bind {
+                addr: cfg.addr,
+                source,
+            })
+        }
+    };
+    let bind_err = |source| HttpError::Bind {
+        addr: cfg.addr,
+        source,
+    };
+    let addr = listener.local_addr().map_err(bind_err)?;
+    listener.set_nonblocking(true).map_err(bind_err)?;
+    let auth = auth::Auth::new(token, addr.port());
+    let login_url = format!("http://{addr}/login?code={}", auth.login_code());
+    let state = Arc::new(AppState {
+        db,
+        dir: store_dir.to_path_buf(),
+        live,
+        auth,
+        queries: tokio::sync::Semaphore::new(guard::MAX_QUERIES),
+        cache: Default::default(),
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(guard::MAX_QUERIES + 2)
+        .thread_name("novad-http")
+        .enable_all()
+        .build()
+        .map_err(HttpError::Runtime)?;
+    std::thread::Builder::new()
+        .name("novad-http-accept".into())
+        .spawn(move || rt.block_on(accept_loop(listener, state)))
+        .map_err(HttpError::Runtime)?;
+    Ok(Some(Server { addr, login_url }))
+}
+
+/// The daemon's entry: start per `cfg` (nothing when `None`) and log the login link.
+pub fn start_opt(
+    store_dir: &Path,
+    db: &sled::Db,
+    cfg: Option<&HttpConfig>,
+    live: bool,
+) -> Result<Option<Server>, HttpError> {
+    let Some(cfg) = cfg else { return Ok(None) };
+    let server = start(store_dir, db.clone(), cfg, live)?;
+    if let Some(s) = &server {
+        tracing::info!(
+            url = %s.login_url,
+            token = %auth::token_path(store_dir).display(),
+            "dashboard: open the one-time link to sign in; API clients send the token file's content as a bearer token"
+        );
+    }
+    Ok(server)
+}
+
+/// Accept connections and serve each with HTTP/1.1 (keep-alive, header read timeout, bounded
+/// header buffer). Beyond [`guard::MAX_CONNECTIONS`] open connections, new ones are closed.
+async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(error = %e, "HTTP listener unusable; dashboard disabled");
+            return;
+        }
+    };
+    let app = routes::router(Arc::clone(&state));
+    let open = Arc::new(AtomicUsize::new(0));
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                // e.g. out of file descriptors: back off instead of spinning
+                tracing::debug!(error = %e, "HTTP accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if open.load(Ordering::SeqCst) >= guard::MAX_CONNECTIONS {
+            drop(stream);
+            continue;
+        }
+        open.fetch_add(1, Ordering::SeqCst);
+        let open = Arc::clone(&open);
+        let app = app.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                tower_service::Service::call(&mut app.clone(), req)
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(guard::HEADER_READ_TIMEOUT)
+                .max_buf_size(guard::MAX_BUFFER)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "HTTP connection ended with an error");
+            }
+            open.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+}

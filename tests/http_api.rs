@@ -1,0 +1,422 @@
+//! The HTTP API against the real daemon (`novad run --http`) after it ingested the example
+//! batches: access control, request limits, and answers checked against the command line
+//! (which reads the same store through the socket API) and the batch files themselves.
+#[path = "common/daemon.rs"]
+#[allow(dead_code)]
+mod harness;
+#[path = "common/http.rs"]
+#[allow(dead_code)]
+mod http;
+
+use harness::*;
+use http::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A daemon that has ingested every example batch.
+fn served() -> (Dirs, Served) {
+    let d = Dirs::new();
+    let s = start(&d, &[]);
+    for b in example_batches() {
+        ingest_example(&d, &b);
+    }
+    (d, s)
+}
+
+fn lines(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count()
+}
+
+/// Every verdict via the cursor, pages of `limit`.
+fn walk(s: &Served, query: &str, limit: usize) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let c = cursor
+            .as_deref()
+            .map(|c| format!("&cursor={c}"))
+            .unwrap_or_default();
+        let page = api(s, &format!("/api/v1/verdicts?limit={limit}{query}{c}"));
+        let items = page["items"].as_array().unwrap();
+        assert!(items.len() <= limit);
+        out.extend(items.iter().cloned());
+        match page["next"].as_str() {
+            Some(n) => {
+                assert_eq!(items.len(), limit, "only a full page has a next page");
+                cursor = Some(n.to_string())
+            }
+            None => return out,
+        }
+    }
+}
+
+#[test]
+fn without_the_token_every_path_is_401_and_the_token_or_login_cookie_opens_it() {
+    let (_d, s) = served();
+    for path in [
+        "/",
+        "/api/v1/status",
+        "/api/v1/verdicts",
+        "/assets/app.js",
+        "/no/such/path",
+    ] {
+        assert_eq!(get(&s.base, path, None, &[]).0, 401, "{path} without token");
+        assert_eq!(
+            get(&s.base, path, Some("0123456789abcdef0123456789abcdef"), &[]).0,
+            401,
+            "{path} with a wrong token"
+        );
+        let cookie = format!("novad_token_0={}", s.token);
+        assert_eq!(
+            get(&s.base, path, None, &[("Cookie", &cookie)]).0,
+            401,
+            "{path} with the token under another server's cookie"
+        );
+    }
+    let (st, body) = get(&s.base, "/api/v1/status", None, &[]);
+    assert!(body.contains("Bearer") && st == 401, "{body}");
+    assert_eq!(get(&s.base, "/", Some(&s.token), &[]).0, 200);
+    assert_eq!(get(&s.base, "/assets/app.js", Some(&s.token), &[]).0, 200);
+
+    // the one-time link sets the cookie, once
+    let mut r = agent().get(&s.login).call().unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    let set = r
+        .headers()
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    let _ = r.body_mut().read_to_string();
+    let pair = set.split(';').next().unwrap().to_string();
+    assert!(pair.ends_with(&s.token));
+    assert_eq!(
+        get(&s.base, "/api/v1/status", None, &[("Cookie", &pair)]).0,
+        200
+    );
+    assert_eq!(
+        get(&s.base, &s.login[s.base.len()..], None, &[]).0,
+        401,
+        "second use"
+    );
+    let (st, _) = get(&s.base, &format!("/login?token={}", s.token), None, &[]);
+    assert_eq!(st, 303, "the token itself works as a reusable link");
+
+    // the token file is private
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(_d.store().join("http.token"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn traversal_oversized_and_writing_requests_are_refused() {
+    let (d, s) = served();
+    let secret = s.token.clone();
+    let auth = format!("Authorization: Bearer {}\r\n", s.token);
+    for target in [
+        "/assets/../http.token",
+        "/assets/..%2f..%2fCargo.toml",
+        "/assets/%2e%2e/%2e%2e/Cargo.toml",
+        "/../http.token",
+        "/assets/..%5chttp.token",
+        "/http.token",
+        "/db/conf",
+    ] {
+        let req = format!("GET {target} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n");
+        let (st, resp) = raw(&s.base, req.as_bytes());
+        assert!(st == 404 || st == 400, "{target}: {st}");
+        assert!(
+            !resp.contains(&secret[8..]),
+            "{target} leaked the token file"
+        );
+        assert!(!resp.contains("[package]"), "{target} leaked a file");
+    }
+    let long = format!("/api/v1/verdicts?q={}", "a".repeat(5000));
+    assert_eq!(get(&s.base, &long, Some(&s.token), &[]).0, 414);
+    let big = "b".repeat(10_000);
+    assert_eq!(
+        get(
+            &s.base,
+            "/api/v1/status",
+            Some(&s.token),
+            &[("X-Big", &big)]
+        )
+        .0,
+        431
+    );
+    // a head larger than the server's buffer is refused by the HTTP layer itself
+    let huge = format!(
+        "GET /api/v1/status HTTP/1.1\r\nHost: x\r\n{auth}X-Huge: {}\r\n\r\n",
+        "c".repeat(100_000)
+    );
+    let (st, _) = raw(&s.base, huge.as_bytes());
+    assert!(st == 431 || st == 0, "huge head: {st}");
+    for method in ["POST", "PUT", "DELETE"] {
+        let req = format!("{method} /api/v1/status HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 2\r\nConnection: close\r\n\r\n{{}}");
+        assert_eq!(raw(&s.base, req.as_bytes()).0, 405, "{method}");
+    }
+    let req = format!("GET /api/v1/status HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 5\r\nConnection: close\r\n\r\nhello");
+    assert_eq!(raw(&s.base, req.as_bytes()).0, 413, "GET with a body");
+    // a client that never finishes its head is cut off (header read timeout)
+    let t = std::time::Instant::now();
+    let (st, _) = raw(&s.base, b"GET /api/v1/status HTTP/1.1\r\nHost: x\r\n");
+    assert!(st == 0 || st == 408, "slow head: {st}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(15));
+    // the daemon still serves and ingests after all that
+    assert_eq!(api(&s, "/api/v1/status")["verdicts"], 102);
+    assert!(s.daemon.child.id() > 0 && files_in(&d.processed()).len() == 3);
+}
+
+#[test]
+fn answers_match_the_command_line_and_the_batches() {
+    let (d, s) = served();
+    let store = d.store().display().to_string();
+    let batches = example_batches();
+    let total: usize = batches.iter().map(|b| lines(b)).sum();
+
+    let st = api(&s, "/api/v1/status");
+    assert_eq!(st["verdicts"], total);
+    assert_eq!(
+        st["state"]["timestep"],
+        batches.len(),
+        "timesteps committed"
+    );
+    assert_eq!(st["live"], true);
+    assert_eq!(st["model"], "l1");
+
+    // verdicts: the cursor walk in pages of 7 is exactly the CLI's list, in the same order
+    let cli = jsonl(&novad_ok(&[
+        "verdicts", "--store", &store, "--format", "jsonl",
+    ]));
+    let asc = walk(&s, "", 7);
+    let ids = |vs: &[Value]| -> Vec<String> {
+        vs.iter()
+            .map(|v| v["doc_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(&asc), ids(&cli));
+    let mut desc = walk(&s, "&order=desc", 11);
+    desc.reverse();
+    assert_eq!(ids(&desc), ids(&cli));
+    for (a, c) in asc.iter().zip(&cli) {
+        assert_eq!(a["score"], c["score"]);
+        assert_eq!(a["novel"], c["novel"]);
+        assert_eq!(a["time_utc"], c["time"]);
+    }
+
+    // filters agree with filtering the full list
+    let novel = walk(&s, "&novel=true", 100);
+    assert_eq!(
+        ids(&novel),
+        ids(&cli
+            .iter()
+            .filter(|v| v["novel"] == true)
+            .cloned()
+            .collect::<Vec<_>>())
+    );
+    assert!(!novel.is_empty());
+    let cut = novel[novel.len() / 2]["score"].as_f64().unwrap();
+    let above = walk(&s, &format!("&min_score={cut}"), 100);
+    let want: Vec<&Value> = cli
+        .iter()
+        .filter(|v| v["score"].as_f64().unwrap() >= cut)
+        .collect();
+    assert_eq!(above.len(), want.len());
+    let term = novel[0]["terms"][0][0].as_str().unwrap().to_string();
+    let hits = walk(&s, &format!("&q={}", term.to_uppercase()), 100);
+    assert!(hits.iter().any(|v| v["doc_id"] == novel[0]["doc_id"]));
+    for v in &hits {
+        let has = v["doc_id"].as_str().unwrap().contains(&term)
+            || v["terms"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t[0].as_str().unwrap().contains(&term));
+        assert!(has, "{v} does not match `{term}`");
+    }
+    // a date `until` includes that day; `since` starts at midnight
+    let day1 = walk(&s, "&until=2026-03-02", 100);
+    assert_eq!(day1.len(), lines(&batches[0]));
+    let later = walk(&s, "&since=2026-03-03", 100);
+    assert_eq!(later.len(), total - lines(&batches[0]));
+
+    // one verdict, with its timestep record
+    let one = api(
+        &s,
+        &format!("/api/v1/verdicts/{}", novel[0]["id"].as_str().unwrap()),
+    );
+    assert_eq!(one["verdict"], novel[0]);
+    assert_eq!(one["timestep"]["timestep"], novel[0]["timestep"]);
+    let thr = one["threshold"].as_f64().unwrap();
+    assert!(
+        novel[0]["score"].as_f64().unwrap() >= thr,
+        "a novel score reaches the threshold"
+    );
+
+    // timesteps: one per batch, documents per batch, novel counts equal the verdicts'
+    let ts = api(&s, "/api/v1/timesteps")["items"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(ts.len(), batches.len());
+    let mut novel_by_step: BTreeMap<u64, usize> = BTreeMap::new();
+    for v in &novel {
+        *novel_by_step
+            .entry(v["timestep"].as_u64().unwrap())
+            .or_default() += 1;
+    }
+    for (t, b) in ts.iter().zip(&batches) {
+        assert_eq!(t["docs"], lines(b));
+        assert_eq!(
+            t["record"]["file"],
+            b.file_name().unwrap().to_str().unwrap()
+        );
+        let step = t["record"]["timestep"].as_u64().unwrap();
+        assert_eq!(t["novel"], novel_by_step.get(&step).copied().unwrap_or(0));
+        if let Some(q) = t["scores"].as_object() {
+            let qs: Vec<f64> = ["p10", "p25", "p50", "p75", "p90", "max"]
+                .iter()
+                .map(|k| q[*k].as_f64().unwrap())
+                .collect();
+            assert!(
+                qs.windows(2).all(|w| w[0] <= w[1]),
+                "ordered quantiles {qs:?}"
+            );
+        } else {
+            assert_eq!(
+                t["record"]["stats"]["bootstrap"], true,
+                "only bootstrap has no scores"
+            );
+        }
+    }
+    let ts2 = api(&s, "/api/v1/timesteps?since=2026-03-03")["items"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(ts2, batches.len() - 1);
+
+    // topics: the CLI's
+    let cli_topics = jsonl(&novad_ok(&[
+        "topics", "--store", &store, "--format", "jsonl",
+    ]));
+    let topics = api(&s, "/api/v1/topics")["items"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(topics.len(), cli_topics.len());
+    assert!(!topics.is_empty(), "the examples have an emerging topic");
+    for (a, c) in topics.iter().zip(&cli_topics) {
+        for k in [
+            "timestep", "id", "terms", "docs", "size", "kind", "strength", "profile",
+        ] {
+            assert_eq!(a[k], c[k], "{k}");
+        }
+    }
+    assert_eq!(
+        api(&s, "/api/v1/topics?kind=evolving")["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        topics.iter().filter(|t| t["kind"] == "evolving").count()
+    );
+}
+
+#[test]
+fn bad_parameters_are_400_with_the_reason() {
+    let (_d, s) = served();
+    for (path, want) in [
+        ("/api/v1/verdicts?limit=0", "limit"),
+        ("/api/v1/verdicts?limit=501", "limit"),
+        ("/api/v1/verdicts?min_score=nan", "min_score"),
+        ("/api/v1/verdicts?order=sideways", "order"),
+        ("/api/v1/verdicts?cursor=zz", "cursor"),
+        ("/api/v1/verdicts?novel=maybe", "novel"),
+        ("/api/v1/verdicts?since=yesterday", "since"),
+        ("/api/v1/verdicts?colour=red", "colour"),
+        ("/api/v1/topics?kind=hot", "kind"),
+        ("/api/v1/verdicts/xyz", "40 hex digits"),
+    ] {
+        let (st, body) = get(&s.base, path, Some(&s.token), &[]);
+        assert_eq!(st, 400, "{path}: {body}");
+        let e: Value = serde_json::from_str(&body).unwrap();
+        assert!(
+            e["error"].as_str().unwrap().contains(want),
+            "{path}: {body}"
+        );
+    }
+    let missing = format!("/api/v1/verdicts/{}", "0".repeat(40));
+    assert_eq!(get(&s.base, &missing, Some(&s.token), &[]).0, 404);
+    assert_eq!(get(&s.base, "/api/v2/status", Some(&s.token), &[]).0, 404);
+}
+
+#[test]
+fn non_loopback_is_refused_and_serve_reads_a_stopped_store() {
+    let d = Dirs::new();
+    let o = novad(&[
+        "run",
+        "--inbox",
+        &d.inbox().display().to_string(),
+        "--store",
+        &d.store().display().to_string(),
+        "--http",
+        "0.0.0.0:0",
+    ]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("not a loopback address") && e.contains("--http-allow-remote"),
+        "{e}"
+    );
+
+    let s = start(&d, &[]);
+    ingest_example(&d, &example_batches()[0]);
+    let live = api(&s, "/api/v1/timesteps");
+    // serve refuses while the daemon holds the store
+    let o = novad(&[
+        "serve",
+        "--store",
+        &d.store().display().to_string(),
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    assert!(!o.status.success());
+    assert_eq!(stop(s.daemon), 0);
+
+    let log = d.tmp.path().join("serve.log");
+    let mut child = std::process::Command::new(bin())
+        .args([
+            "serve",
+            "--store",
+            &d.store().display().to_string(),
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let login = login_link(&log);
+    let base = login.split("/login").next().unwrap().to_string();
+    let (st, body) = get(&base, "/api/v1/timesteps", Some(&s.token), &[]);
+    assert_eq!(st, 200);
+    let stopped: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(stopped, live, "same answers from the stopped store");
+    let (_, body) = get(&base, "/api/v1/status", Some(&s.token), &[]);
+    let stv: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(stv["live"], false);
+    assert_eq!(stv["daemon_pid"], Value::Null);
+    let _ = child.kill();
+    let _ = child.wait();
+}
