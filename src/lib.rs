@@ -4,6 +4,8 @@
 //! - [`text`]: tokenizer, streaming vocabulary with document frequencies, TF-IDF vectors.
 //! - [`coding`]: ℓ1 sparse coding of one document over a dictionary (the novelty score).
 //! - [`dictionary`]: the dictionary set 𝒜, projection onto it, OIADMM, bootstrap.
+//! - [`memory`]: a bounded memory of past documents (exact nearest-neighbour search) and the
+//!   hybrid score fusing a model's score with it.
 //! - [`threshold`]: rules turning scores into novel / not-novel verdicts.
 //! - [`detector`]: one timestep end to end as a pure function of (model, batch).
 //! - [`params`]: the checked parameter set of a model.
@@ -25,6 +27,7 @@ pub mod engine;
 pub mod eval;
 pub mod ingest;
 pub mod linalg;
+pub mod memory;
 pub mod ostc;
 pub mod params;
 pub mod query;
