@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::l1batch::{mean, BatchParams, L1Batch, LearnStats};
+use super::hybrid::{HybridEvalParams, HybridRun};
 use super::l2batch::{L2Batch, L2Params};
 use super::neighbours::{ExactNn, Lsh, LshParams};
 use super::protocol::{cikm_protocol, read_jsonl_stream, CikmSizes, Stream};
@@ -42,6 +43,10 @@ pub enum Column {
     Lsh,
     /// The OSTC model's verdict scores.
     Ostc,
+    /// ℓ1-online fused with the document memory.
+    Hybrid,
+    /// OSTC fused with the document memory.
+    HybridOstc,
     /// TF-IDF mass on terms never seen before the timestep (reference score).
     UnseenMass,
     /// Number of distinct known terms (reference score: length alone).
@@ -49,7 +54,7 @@ pub enum Column {
 }
 
 impl Column {
-    pub const ALL: [Column; 9] = [
+    pub const ALL: [Column; 11] = [
         Column::L1Online,
         Column::L1Batch,
         Column::L2Batch,
@@ -57,6 +62,8 @@ impl Column {
         Column::Nn,
         Column::Lsh,
         Column::Ostc,
+        Column::Hybrid,
+        Column::HybridOstc,
         Column::UnseenMass,
         Column::Length,
     ];
@@ -70,6 +77,8 @@ impl Column {
             Column::Nn => "nn",
             Column::Lsh => "lsh",
             Column::Ostc => "ostc",
+            Column::Hybrid => "hybrid",
+            Column::HybridOstc => "hybrid-ostc",
             Column::UnseenMass => "unseen-mass",
             Column::Length => "length",
         }
@@ -84,6 +93,8 @@ impl Column {
             Column::Nn => "NN cosine",
             Column::Lsh => "LSH NN",
             Column::Ostc => "OSTC",
+            Column::Hybrid => "hybrid (ℓ1 + memory)",
+            Column::HybridOstc => "hybrid (OSTC + memory)",
             Column::UnseenMass => "unseen-term mass",
             Column::Length => "length",
         }
@@ -98,6 +109,8 @@ impl Column {
             Column::Nn => Some(Method::Nn),
             Column::Lsh => Some(Method::Lsh),
             Column::Ostc => Some(Method::Ostc),
+            Column::Hybrid => Some(Method::Hybrid),
+            Column::HybridOstc => Some(Method::HybridOstc),
             Column::UnseenMass | Column::Length => None,
         }
     }
@@ -207,6 +220,8 @@ pub struct Results {
     pub lsh: LshParams,
     /// Parameters of the OSTC method (None when it did not run).
     pub ostc: Option<OstcParams>,
+    /// Parameters of the hybrid methods (None when none ran).
+    pub hybrid: Option<HybridEvalParams>,
     pub methods: Vec<Method>,
     pub columns: Vec<String>,
     pub threads: usize,
@@ -400,6 +415,13 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
     }
     let methods: Vec<Method> = {
         let mut m = args.methods.clone();
+        // a hybrid method needs its model's verdict scores
+        if m.contains(&Method::Hybrid) {
+            m.push(Method::L1Online);
+        }
+        if m.contains(&Method::HybridOstc) {
+            m.push(Method::Ostc);
+        }
         m.sort();
         m.dedup();
         m
@@ -499,6 +521,29 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
         Some(p) => Some(OstcModel::new(p.clone())?),
         None => None,
     };
+    let hybrid_params = if has(Method::Hybrid) || has(Method::HybridOstc) {
+        Some(HybridEvalParams::new(
+            args.hybrid_fusion,
+            args.hybrid_nn_weight,
+            args.hybrid_max_docs,
+            args.hybrid_eviction,
+            args.hybrid_terms,
+            args.hybrid_half_life,
+            args.hybrid_reweight,
+        )?)
+    } else {
+        None
+    };
+    let mut hybrid_runs: Vec<(Column, Column, HybridRun)> = Vec::new();
+    for (m, col, base) in [
+        (Method::Hybrid, Column::Hybrid, Column::L1Online),
+        (Method::HybridOstc, Column::HybridOstc, Column::Ostc),
+    ] {
+        if let (true, Some(hp)) = (has(m), &hybrid_params) {
+            hybrid_runs.push((col, base, HybridRun::new(hp)?));
+        }
+    }
+    let tok = params.text.tokenizer();
     let mut nn = has(Method::Nn).then(ExactNn::new);
     let mut lsh = has(Method::Lsh).then(|| Lsh::new(lsh_params.clone()));
     // every non-empty document so far (P_[t]), ids in the current vocabulary
@@ -782,6 +827,30 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
             pb.inc(1);
         }
 
+        for (col, base, run) in hybrid_runs.iter_mut() {
+            pb.set_message(format!("{}: {}", ts.name, col.title()));
+            let t0 = Instant::now();
+            let s = run.step(
+                t,
+                &vb.vectors,
+                vz.vocab(),
+                &scores[base],
+                &params.threshold,
+                t == 0,
+                &texts,
+                &tok,
+            )?;
+            cols.insert(
+                *col,
+                ColumnResult {
+                    seconds: Some(secs(t0)),
+                    ..Default::default()
+                },
+            );
+            scores.insert(*col, s);
+            pb.inc(1);
+        }
+
         scores.insert(Column::UnseenMass, vb.unseen_mass.clone());
         scores.insert(
             Column::Length,
@@ -952,6 +1021,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
         l2: l2_params,
         lsh: lsh_params,
         ostc: ostc_params,
+        hybrid: hybrid_params,
         methods,
         columns: columns.iter().map(|c| c.key().to_string()).collect(),
         threads: rayon::current_num_threads(),

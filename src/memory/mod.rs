@@ -37,6 +37,17 @@ pub enum Eviction {
     Reservoir,
 }
 
+impl std::str::FromStr for Eviction {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "oldest" => Ok(Eviction::Oldest),
+            "reservoir" => Ok(Eviction::Reservoir),
+            _ => Err(format!("unknown eviction `{s}` (oldest, reservoir)")),
+        }
+    }
+}
+
 /// Caps and policy of a [`DocMemory`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryParams {

@@ -241,6 +241,7 @@ const BINS_PER_PART: usize = 500;
 struct HybridMeta {
     version: u32,
     fusion: Fusion,
+    nn_weight: f64,
     half_life: f64,
 }
 
@@ -264,6 +265,7 @@ impl Hybrid {
         let meta = HybridMeta {
             version: 1,
             fusion: self.params.fusion,
+            nn_weight: self.params.nn_weight,
             half_life: self.params.half_life,
         };
         let mut out = vec![(
@@ -326,6 +328,7 @@ impl Hybrid {
         let params = HybridParams {
             memory: memory.params().clone(),
             fusion: meta.fusion,
+            nn_weight: meta.nn_weight,
             half_life: meta.half_life,
         };
         params.validate()?;
