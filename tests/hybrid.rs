@@ -68,7 +68,7 @@ fn run() -> (Vec<Day>, Vec<Vec<HybridVerdict>>) {
     (days, hv)
 }
 
-fn flagged<'a>(ids: &'a [String], novel: impl Iterator<Item = bool>) -> Vec<&'a str> {
+fn flagged(ids: &[String], novel: impl Iterator<Item = bool>) -> Vec<&str> {
     ids.iter()
         .zip(novel)
         .filter(|(_, n)| *n)
@@ -89,7 +89,10 @@ fn day_three_flags_the_volcano_story_not_the_recurring_chatter() {
     assert!(volcano.len() >= 6, "the example has its volcano documents");
     let hybrid_flags = flagged(&day3.ids, hv[2].iter().map(|v| v.novel));
     for v in &volcano {
-        assert!(hybrid_flags.contains(v), "{v} not flagged: {hybrid_flags:?}");
+        assert!(
+            hybrid_flags.contains(v),
+            "{v} not flagged: {hybrid_flags:?}"
+        );
     }
     let others: Vec<&&str> = hybrid_flags
         .iter()
@@ -118,7 +121,11 @@ fn verdicts_explain_themselves_with_the_nearest_earlier_document() {
                 continue;
             }
             let (r, cos) = v.nearest.expect("every example document shares a term");
-            assert!(r.timestep < t as u64, "{}: neighbour from its own day", days[t].ids[i]);
+            assert!(
+                r.timestep < t as u64,
+                "{}: neighbour from its own day",
+                days[t].ids[i]
+            );
             assert!((v.nn_score - (1.0 - cos)).abs() < 1e-12);
             assert!((0.0..=1.0).contains(&v.model_quantile));
             assert!((0.0..=1.0).contains(&v.nn_quantile));
@@ -138,5 +145,8 @@ fn verdicts_explain_themselves_with_the_nearest_earlier_document() {
         .filter(|(_, id)| id.contains("-v"))
         .map(|(v, _)| v.nearest.map_or(0.0, |n| n.1))
         .fold(0.0f64, f64::max);
-    assert!(best_volcano < worst_chatter, "{best_volcano} vs {worst_chatter}");
+    assert!(
+        best_volcano < worst_chatter,
+        "{best_volcano} vs {worst_chatter}"
+    );
 }

@@ -6,8 +6,7 @@
 use serde::Serialize;
 
 use crate::memory::{
-    DocMemory, DocRef, Eviction, Fusion, Hybrid, HybridDoc, HybridParams, MemoryParams,
-    TermVector,
+    DocMemory, DocRef, Eviction, Fusion, Hybrid, HybridDoc, HybridParams, MemoryParams, TermVector,
 };
 use crate::text::{tfidf_l1, SparseDoc, Tokenizer, Vocabulary};
 use crate::threshold::ThresholdRule;
@@ -62,8 +61,7 @@ pub struct HybridRun {
 impl HybridRun {
     pub fn new(p: &HybridEvalParams) -> Result<Self, EvalError> {
         Ok(HybridRun {
-            hybrid: Hybrid::new(p.hybrid.clone())
-                .map_err(|e| EvalError::Args(e.to_string()))?,
+            hybrid: Hybrid::new(p.hybrid.clone()).map_err(|e| EvalError::Args(e.to_string()))?,
             reweight: p.reweight,
             past: Vec::new(),
         })

@@ -10,8 +10,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::l1batch::{mean, BatchParams, L1Batch, LearnStats};
 use super::hybrid::{HybridEvalParams, HybridRun};
+use super::l1batch::{mean, BatchParams, L1Batch, LearnStats};
 use super::l2batch::{L2Batch, L2Params};
 use super::neighbours::{ExactNn, Lsh, LshParams};
 use super::protocol::{cikm_protocol, read_jsonl_stream, CikmSizes, Stream};

@@ -195,7 +195,11 @@ impl Hybrid {
     fn fuse_with(&self, h: [&ScoreHistory; 2], model: f64, nn: f64) -> (f64, f64, f64) {
         let qm = cdf(h[0], model).unwrap_or(model.clamp(0.0, 1.0));
         let qn = cdf(h[1], nn).unwrap_or(nn.clamp(0.0, 1.0));
-        (self.params.fusion.fuse(qm, qn, self.params.nn_weight), qm, qn)
+        (
+            self.params.fusion.fuse(qm, qn, self.params.nn_weight),
+            qm,
+            qn,
+        )
     }
 
     /// Score a batch against the current state (`novel` is false in every verdict). Each
@@ -486,7 +490,10 @@ mod tests {
             let delta = h.plan_delta(&out.plan);
             // memory meta + ≤ 2 parts per document + the 12 history parts, whatever is stored
             assert!(delta.len() <= 1 + 2 * b.len() + 12, "{}", delta.len());
-            assert!(delta.put.iter().all(|p| p.1.len() <= crate::memory::MAX_PART_BYTES));
+            assert!(delta
+                .put
+                .iter()
+                .all(|p| p.1.len() <= crate::memory::MAX_PART_BYTES));
             h.apply(out.plan);
             delta.apply_to(&mut stored);
             assert_eq!(stored, h.state_parts().into_iter().collect());
@@ -500,7 +507,10 @@ mod tests {
                 h.step(&d, &rule, false).unwrap().verdicts
             );
         }
-        assert!(h.memory().len() > 60, "the memory holds more than one batch");
+        assert!(
+            h.memory().len() > 60,
+            "the memory holds more than one batch"
+        );
         let mut bad = stored.clone();
         bad.insert("hybrid/history/nn/2".into(), vec![0; 12]);
         let e = Hybrid::from_state_parts(bad.iter().map(|(n, b)| (n.as_str(), b.as_slice())))

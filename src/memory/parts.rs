@@ -159,12 +159,10 @@ impl DocMemory {
         let mut docs: Vec<(u32, &str, &[u8])> = Vec::new();
         for (name, bytes) in parts {
             if name == META {
-                meta = Some(
-                    postcard::from_bytes(bytes).map_err(|e| MemoryError::Part {
-                        part: name.to_string(),
-                        msg: e.to_string(),
-                    })?,
-                );
+                meta = Some(postcard::from_bytes(bytes).map_err(|e| MemoryError::Part {
+                    part: name.to_string(),
+                    msg: e.to_string(),
+                })?);
             } else if let Some(hex) = name.strip_prefix(DOC_PREFIX) {
                 let slot = u32::from_str_radix(hex, 16).map_err(|_| MemoryError::Part {
                     part: name.to_string(),
@@ -301,7 +299,10 @@ impl Hybrid {
         let meta: HybridMeta = postcard::from_bytes(find(HYBRID_META)?)
             .map_err(|e| part_err(HYBRID_META, e.to_string()))?;
         if meta.version != 1 {
-            return Err(part_err(HYBRID_META, format!("unknown version {}", meta.version)));
+            return Err(part_err(
+                HYBRID_META,
+                format!("unknown version {}", meta.version),
+            ));
         }
         let mut hist: Vec<ScoreHistory> = Vec::new();
         for name in HISTORY_NAMES {
@@ -372,8 +373,7 @@ mod tests {
     }
 
     fn load(parts: &BTreeMap<String, Vec<u8>>) -> DocMemory {
-        DocMemory::from_state_parts(parts.iter().map(|(n, b)| (n.as_str(), b.as_slice())))
-            .unwrap()
+        DocMemory::from_state_parts(parts.iter().map(|(n, b)| (n.as_str(), b.as_slice()))).unwrap()
     }
 
     #[test]
@@ -389,8 +389,9 @@ mod tests {
             let mut stored = as_map(m.state_parts());
             for step in 0..12u64 {
                 let b = 1 + (step as usize * 5) % 9;
-                let vs: Vec<TermVector> =
-                    (0..b).map(|i| doc(step * 100 + i as u64, 3 + i * 40)).collect();
+                let vs: Vec<TermVector> = (0..b)
+                    .map(|i| doc(step * 100 + i as u64, 3 + i * 40))
+                    .collect();
                 let batch: Vec<_> = vs
                     .iter()
                     .enumerate()
@@ -399,7 +400,11 @@ mod tests {
                 let plan = m.plan(&batch);
                 let delta = plan.delta(&m);
                 // one meta part, at most one write and one delete per document of the batch
-                assert!(delta.len() <= 1 + 2 * b, "{} parts for {b} docs", delta.len());
+                assert!(
+                    delta.len() <= 1 + 2 * b,
+                    "{} parts for {b} docs",
+                    delta.len()
+                );
                 assert!(delta.put.iter().all(|(_, v)| v.len() <= MAX_PART_BYTES));
                 m.apply(plan);
                 delta.apply_to(&mut stored);
@@ -427,7 +432,10 @@ mod tests {
         let v = doc(1, 5000);
         m.insert(&[(r(0), &v)]);
         let parts = m.state_parts();
-        let (_, bytes) = parts.iter().find(|(n, _)| n.starts_with(DOC_PREFIX)).unwrap();
+        let (_, bytes) = parts
+            .iter()
+            .find(|(n, _)| n.starts_with(DOC_PREFIX))
+            .unwrap();
         assert!(bytes.len() <= MAX_PART_BYTES, "{}", bytes.len());
         assert!(bytes.len() > MAX_PART_BYTES - 24, "the bound is tight");
     }
@@ -438,7 +446,11 @@ mod tests {
         let v = doc(3, 10);
         m.insert(&[(r(0), &v)]);
         let parts = as_map(m.state_parts());
-        let name = parts.keys().find(|n| n.starts_with(DOC_PREFIX)).unwrap().clone();
+        let name = parts
+            .keys()
+            .find(|n| n.starts_with(DOC_PREFIX))
+            .unwrap()
+            .clone();
         let mut bad = parts.clone();
         bad.get_mut(&name).unwrap().truncate(40);
         let e = DocMemory::from_state_parts(bad.iter().map(|(n, b)| (n.as_str(), b.as_slice())))

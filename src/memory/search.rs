@@ -543,7 +543,11 @@ mod tests {
         assert_eq!(kept, (27..37).collect::<Vec<u64>>());
         // a batch larger than the cap keeps its own last documents
         let big = vecs(15, 4);
-        let batch: Vec<_> = big.iter().enumerate().map(|(i, v)| (r(100 + i), v)).collect();
+        let batch: Vec<_> = big
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (r(100 + i), v))
+            .collect();
         m.insert(&batch);
         let mut kept: Vec<u64> = m.docs().map(|(_, d)| d.no).collect();
         kept.sort_unstable();
