@@ -20,6 +20,7 @@ pub mod dnmf;
 pub mod engine;
 pub mod l1;
 pub mod linalg;
+pub mod memory;
 pub mod metrics;
 pub mod model;
 pub mod ostc;

@@ -21,6 +21,7 @@
 //!   (except for the timings).
 
 pub mod dnmf;
+mod hybrid;
 pub mod ostc;
 mod protocol;
 mod report;
@@ -35,6 +36,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 pub use novad_models::metrics::{auc, roc_points};
+pub use hybrid::{HybridEvalParams, HybridRun};
 pub use ostc::{run_ostc_eval, OstcEvalArgs, OstcEvalError, OstcEvalSummary};
 pub use protocol::{
     cikm_protocol, parse_jsonl_stream, read_jsonl_stream, CikmSizes, EvalDoc, Period, Stream,
@@ -69,6 +71,11 @@ pub enum Method {
     /// each timestep's raw texts (its own tokenizer and vocabulary), its verdict scores. Not
     /// among the defaults.
     Ostc,
+    /// ℓ1-online's verdict scores fused with the bounded document memory (`Hybrid`), as the
+    /// daemon would compute it. Runs ℓ1-online.
+    Hybrid,
+    /// The OSTC model's verdict scores fused with the document memory. Runs OSTC.
+    HybridOstc,
 }
 
 impl Method {
@@ -210,6 +217,29 @@ pub struct EvalArgs {
     /// LSH: most recent documents always compared.
     #[arg(long, default_value_t = 500)]
     pub lsh_recent: usize,
+
+    /// Hybrid methods: fusion of the two component quantiles (mean, max, fisher).
+    #[arg(long, default_value = "mean")]
+    pub hybrid_fusion: novad_models::memory::Fusion,
+    /// Hybrid methods: weight of the NN quantile in the mean fusion.
+    #[arg(long, default_value_t = novad_models::memory::HybridParams::default().nn_weight)]
+    pub hybrid_nn_weight: f64,
+    /// Hybrid methods: documents kept in the memory.
+    #[arg(long, default_value_t = novad_models::memory::MemoryParams::default().max_docs)]
+    pub hybrid_max_docs: usize,
+    /// Hybrid methods: eviction policy of the memory (oldest, reservoir).
+    #[arg(long, default_value = "oldest")]
+    pub hybrid_eviction: novad_models::memory::Eviction,
+    /// Hybrid methods: heaviest terms kept per remembered document.
+    #[arg(long, default_value_t = novad_models::memory::MemoryParams::default().max_terms_per_doc)]
+    pub hybrid_terms: usize,
+    /// Hybrid methods: half-life (timesteps) of the score histories.
+    #[arg(long, default_value_t = 30.0)]
+    pub hybrid_half_life: f64,
+    /// Hybrid methods: re-weight remembered documents with the current IDF each timestep
+    /// (experiment; cost grows with the memory).
+    #[arg(long)]
+    pub hybrid_reweight: bool,
 
     /// Emerging topics (CIKM 2011): pairwise P/R/F1 of DICTCLUST, DICT-KM, NN-KM and NN-DICT
     /// over the novel documents, threshold swept to the best F1.

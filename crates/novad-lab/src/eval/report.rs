@@ -734,6 +734,8 @@ fn colour(c: Column) -> RGBColor {
         Column::Nn => RGBColor(214, 39, 40),
         Column::Lsh => RGBColor(148, 103, 189),
         Column::Ostc => RGBColor(188, 189, 34),
+        Column::Hybrid => RGBColor(23, 190, 207),
+        Column::HybridOstc => RGBColor(227, 119, 194),
         Column::UnseenMass => RGBColor(140, 86, 75),
         Column::Length => RGBColor(127, 127, 127),
     }

@@ -27,6 +27,10 @@ pub enum Column {
     Lsh,
     /// The OSTC model's verdict scores.
     Ostc,
+    /// ℓ1-online fused with the document memory.
+    Hybrid,
+    /// OSTC fused with the document memory.
+    HybridOstc,
     /// TF-IDF mass on terms never seen before the timestep (reference score).
     UnseenMass,
     /// Number of distinct known terms (reference score: length alone).
@@ -34,7 +38,7 @@ pub enum Column {
 }
 
 impl Column {
-    pub const ALL: [Column; 9] = [
+    pub const ALL: [Column; 11] = [
         Column::L1Online,
         Column::L1Batch,
         Column::L2Batch,
@@ -42,6 +46,8 @@ impl Column {
         Column::Nn,
         Column::Lsh,
         Column::Ostc,
+        Column::Hybrid,
+        Column::HybridOstc,
         Column::UnseenMass,
         Column::Length,
     ];
@@ -55,6 +61,8 @@ impl Column {
             Column::Nn => "nn",
             Column::Lsh => "lsh",
             Column::Ostc => "ostc",
+            Column::Hybrid => "hybrid",
+            Column::HybridOstc => "hybrid-ostc",
             Column::UnseenMass => "unseen-mass",
             Column::Length => "length",
         }
@@ -69,6 +77,8 @@ impl Column {
             Column::Nn => "NN cosine",
             Column::Lsh => "LSH NN",
             Column::Ostc => "OSTC",
+            Column::Hybrid => "hybrid (ℓ1 + memory)",
+            Column::HybridOstc => "hybrid (OSTC + memory)",
             Column::UnseenMass => "unseen-term mass",
             Column::Length => "length",
         }
@@ -83,6 +93,8 @@ impl Column {
             Column::Nn => Some(Method::Nn),
             Column::Lsh => Some(Method::Lsh),
             Column::Ostc => Some(Method::Ostc),
+            Column::Hybrid => Some(Method::Hybrid),
+            Column::HybridOstc => Some(Method::HybridOstc),
             Column::UnseenMass | Column::Length => None,
         }
     }
@@ -197,6 +209,8 @@ pub struct Results {
     pub threads: usize,
     /// Parameters of the emerging-topic evaluation (None when off).
     pub topics: Option<TopicEvalParams>,
+    /// Parameters of the hybrid methods (None when none ran).
+    pub hybrid: Option<super::HybridEvalParams>,
     pub timesteps: Vec<TimestepResult>,
     pub summary: Summary,
     pub notes: Vec<String>,

@@ -8,6 +8,7 @@ use rand::seq::index::sample;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use super::hybrid::{HybridEvalParams, HybridRun};
 use super::protocol::{cikm_protocol, read_jsonl_stream, CikmSizes, Stream};
 use super::results::{Column, ColumnResult, EvalSummary, Results, Summary, TimestepResult};
 use super::topics::{
@@ -197,6 +198,13 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
     }
     let methods: Vec<Method> = {
         let mut m = args.methods.clone();
+        // a hybrid method needs its model's verdict scores
+        if m.contains(&Method::Hybrid) {
+            m.push(Method::L1Online);
+        }
+        if m.contains(&Method::HybridOstc) {
+            m.push(Method::Ostc);
+        }
         m.sort();
         m.dedup();
         m
@@ -296,6 +304,29 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
         Some(p) => Some(OstcModel::new(p.clone())?),
         None => None,
     };
+    let hybrid_params = if has(Method::Hybrid) || has(Method::HybridOstc) {
+        Some(HybridEvalParams::new(
+            args.hybrid_fusion,
+            args.hybrid_nn_weight,
+            args.hybrid_max_docs,
+            args.hybrid_eviction,
+            args.hybrid_terms,
+            args.hybrid_half_life,
+            args.hybrid_reweight,
+        )?)
+    } else {
+        None
+    };
+    let mut hybrid_runs: Vec<(Column, Column, HybridRun)> = Vec::new();
+    for (m, col, base) in [
+        (Method::Hybrid, Column::Hybrid, Column::L1Online),
+        (Method::HybridOstc, Column::HybridOstc, Column::Ostc),
+    ] {
+        if let (true, Some(hp)) = (has(m), &hybrid_params) {
+            hybrid_runs.push((col, base, HybridRun::new(hp)?));
+        }
+    }
+    let tok = params.text.tokenizer();
     let mut nn = has(Method::Nn).then(ExactNn::new);
     let mut lsh = has(Method::Lsh).then(|| Lsh::new(lsh_params.clone()));
     // every non-empty document so far (P_[t]), ids in the current vocabulary
@@ -580,6 +611,30 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
             pb.inc(1);
         }
 
+        for (col, base, run) in hybrid_runs.iter_mut() {
+            pb.set_message(format!("{}: {}", ts.name, col.title()));
+            let t0 = Instant::now();
+            let s = run.step(
+                t,
+                &vb.vectors,
+                vz.vocab(),
+                &scores[base],
+                &params.threshold,
+                t == 0,
+                &texts,
+                &tok,
+            )?;
+            cols.insert(
+                *col,
+                ColumnResult {
+                    seconds: Some(secs(t0)),
+                    ..Default::default()
+                },
+            );
+            scores.insert(*col, s);
+            pb.inc(1);
+        }
+
         scores.insert(Column::UnseenMass, vb.unseen_mass.clone());
         scores.insert(
             Column::Length,
@@ -750,6 +805,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
         l2: l2_params,
         lsh: lsh_params,
         ostc: ostc_params,
+        hybrid: hybrid_params,
         methods,
         columns: columns.iter().map(|c| c.key().to_string()).collect(),
         threads: rayon::current_num_threads(),

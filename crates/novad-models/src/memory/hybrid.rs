@@ -1,0 +1,533 @@
+//! The hybrid novelty score: a model's own score and the document memory's nearest-neighbour
+//! score (1 − max cosine to a remembered earlier document), each mapped to its quantile under
+//! its own exponentially forgotten score history, then fused.
+//!
+//! Batch-composition independence: a document's scores depend only on the document, its model
+//! score and the state as of the end of the previous timestep (memory and histories). Documents
+//! of the same batch are not "earlier" for each other; the batch enters the memory and the
+//! histories only when the plan of the timestep is applied.
+
+use serde::{Deserialize, Serialize};
+
+use super::parts::PartsDelta;
+use super::search::{DocMemory, MemoryPlan, Neighbour};
+use super::{DocRef, MemoryError, MemoryParams, TermVector};
+use crate::model::{check, check_nonneg, ParamsError};
+use crate::threshold::{decide, ScoreHistory, ThresholdRule, BINS};
+
+/// How the two component quantiles q_model and q_nn become one score.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fusion {
+    /// (1 − w) · q_model + w · q_nn with w = [`HybridParams::nn_weight`].
+    Mean,
+    /// max(q_model, q_nn).
+    Max,
+    /// Fisher's combination of the tail probabilities p = 1 − q: with x = p_model · p_nn,
+    /// score = 1 − x (1 − ln x) (the probability that two independent uniform tails multiply to
+    /// more than x).
+    Fisher,
+}
+
+impl std::str::FromStr for Fusion {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mean" => Ok(Fusion::Mean),
+            "max" => Ok(Fusion::Max),
+            "fisher" => Ok(Fusion::Fisher),
+            _ => Err(format!("unknown fusion `{s}` (mean, max, fisher)")),
+        }
+    }
+}
+
+impl Fusion {
+    /// The fused score of two quantiles in [0, 1]; in [0, 1] and non-decreasing in each.
+    /// `nn_weight` ∈ [0, 1] weighs q_nn in [`Fusion::Mean`] (ignored by the other rules).
+    pub fn fuse(self, q_model: f64, q_nn: f64, nn_weight: f64) -> f64 {
+        let (a, b) = (q_model.clamp(0.0, 1.0), q_nn.clamp(0.0, 1.0));
+        let w = nn_weight.clamp(0.0, 1.0);
+        let s = match self {
+            Fusion::Mean => (1.0 - w) * a + w * b,
+            Fusion::Max => a.max(b),
+            Fusion::Fisher => {
+                let x = (1.0 - a) * (1.0 - b);
+                if x <= 0.0 {
+                    1.0
+                } else {
+                    1.0 - x * (1.0 - x.ln())
+                }
+            }
+        };
+        s.clamp(0.0, 1.0)
+    }
+}
+
+/// Parameters of a [`Hybrid`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HybridParams {
+    pub memory: MemoryParams,
+    pub fusion: Fusion,
+    /// Weight of the NN quantile in [`Fusion::Mean`], in [0, 1].
+    pub nn_weight: f64,
+    /// Half-life, in timesteps, of the weight of past scores in the component and fused
+    /// histories (0 = never forget).
+    pub half_life: f64,
+}
+
+impl Default for HybridParams {
+    fn default() -> Self {
+        HybridParams {
+            memory: MemoryParams::default(),
+            fusion: Fusion::Mean,
+            nn_weight: 0.6,
+            half_life: 30.0,
+        }
+    }
+}
+
+impl HybridParams {
+    pub fn validate(&self) -> Result<(), ParamsError> {
+        self.memory.validate()?;
+        check(
+            (0.0..=1.0).contains(&self.nn_weight),
+            "hybrid.nn_weight",
+            "a number in [0, 1]",
+            self.nn_weight.to_string(),
+        )?;
+        check_nonneg(self.half_life, "hybrid.half_life")
+    }
+}
+
+/// The quantile of `score` under a history: the weight below it (linear within its bin) over
+/// the total, in [0, 1]; `None` for an empty history.
+pub fn cdf(h: &ScoreHistory, score: f64) -> Option<f64> {
+    if !(h.total.is_finite() && h.total > 0.0) {
+        return None;
+    }
+    let x = score.clamp(0.0, 1.0) * BINS as f64;
+    let b = (x as usize).min(BINS - 1);
+    let below: f64 = h.weights[..b].iter().sum();
+    let q = (below + (x - b as f64).clamp(0.0, 1.0) * h.weights[b]) / h.total;
+    Some(q.clamp(0.0, 1.0))
+}
+
+/// One document of a batch, as the hybrid needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct HybridDoc<'a> {
+    pub reference: DocRef,
+    /// The document's unit-ℓ2 vector (empty = no known term: score 0, never novel, not
+    /// remembered).
+    pub vector: &'a TermVector,
+    /// The model's own novelty score, in [0, 1].
+    pub model_score: f64,
+}
+
+/// The hybrid verdict on one document, with its explanation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HybridVerdict {
+    /// Fused score in [0, 1] (0 for an empty document).
+    pub score: f64,
+    pub novel: bool,
+    pub empty: bool,
+    pub model_score: f64,
+    /// Quantile of `model_score` under the model-score history (the score itself while that
+    /// history is empty).
+    pub model_quantile: f64,
+    /// 1 − cosine to the nearest remembered document (1 when none shares a term).
+    pub nn_score: f64,
+    pub nn_quantile: f64,
+    /// The nearest remembered earlier document and its cosine.
+    pub nearest: Option<(DocRef, f64)>,
+}
+
+/// The hybrid detector's state: the memory and three score histories.
+#[derive(Debug, Clone)]
+pub struct Hybrid {
+    pub(crate) params: HybridParams,
+    pub(crate) memory: DocMemory,
+    pub(crate) model_history: ScoreHistory,
+    pub(crate) nn_history: ScoreHistory,
+    pub(crate) fused_history: ScoreHistory,
+}
+
+/// What one timestep changes; see [`Hybrid::step`] and [`Hybrid::apply`].
+#[derive(Debug, Clone)]
+pub struct HybridPlan {
+    pub memory: MemoryPlan,
+    /// New histories (None: unchanged, e.g. at the bootstrap).
+    pub(crate) histories: Option<[ScoreHistory; 3]>,
+}
+
+/// The result of [`Hybrid::step`].
+#[derive(Debug, Clone)]
+pub struct HybridStep {
+    pub verdicts: Vec<HybridVerdict>,
+    /// Threshold applied to the fused score (None at the bootstrap or when nothing was
+    /// selected by a top-fraction rule).
+    pub threshold: Option<f64>,
+    pub plan: HybridPlan,
+}
+
+impl Hybrid {
+    pub fn new(params: HybridParams) -> Result<Hybrid, MemoryError> {
+        params.validate()?;
+        Ok(Hybrid {
+            memory: DocMemory::new(params.memory.clone())?,
+            params,
+            model_history: ScoreHistory::default(),
+            nn_history: ScoreHistory::default(),
+            fused_history: ScoreHistory::default(),
+        })
+    }
+
+    pub fn params(&self) -> &HybridParams {
+        &self.params
+    }
+    /// Replace the memory (the evaluation's IDF re-weighting experiment rebuilds it); the
+    /// histories are kept.
+    pub fn replace_memory(&mut self, memory: DocMemory) {
+        self.memory = memory;
+    }
+
+    pub fn memory(&self) -> &DocMemory {
+        &self.memory
+    }
+    /// Histories of the model scores, the NN scores and the fused scores.
+    pub fn histories(&self) -> [&ScoreHistory; 3] {
+        [&self.model_history, &self.nn_history, &self.fused_history]
+    }
+
+    fn fuse_with(&self, h: [&ScoreHistory; 2], model: f64, nn: f64) -> (f64, f64, f64) {
+        let qm = cdf(h[0], model).unwrap_or(model.clamp(0.0, 1.0));
+        let qn = cdf(h[1], nn).unwrap_or(nn.clamp(0.0, 1.0));
+        (
+            self.params.fusion.fuse(qm, qn, self.params.nn_weight),
+            qm,
+            qn,
+        )
+    }
+
+    /// Score a batch against the current state (`novel` is false in every verdict). Each
+    /// verdict depends only on its own document and the state, never on the rest of the batch.
+    /// Fails on a model score that is not finite.
+    pub fn score(&self, docs: &[HybridDoc]) -> Result<Vec<HybridVerdict>, MemoryError> {
+        if let Some(j) = docs.iter().position(|d| !d.model_score.is_finite()) {
+            return Err(MemoryError::Inconsistent(format!(
+                "model score of document {j} is not finite"
+            )));
+        }
+        let qs: Vec<&TermVector> = docs.iter().map(|d| d.vector).collect();
+        let near: Vec<Option<Neighbour>> = self.memory.nearest_batch(&qs);
+        let h = [&self.model_history, &self.nn_history];
+        Ok(docs
+            .iter()
+            .zip(near)
+            .map(|(d, nb)| {
+                if d.vector.is_empty() {
+                    return HybridVerdict {
+                        score: 0.0,
+                        novel: false,
+                        empty: true,
+                        model_score: d.model_score,
+                        model_quantile: 0.0,
+                        nn_score: 0.0,
+                        nn_quantile: 0.0,
+                        nearest: None,
+                    };
+                }
+                let nn = 1.0 - nb.map_or(0.0, |n| n.cosine);
+                let (score, qm, qn) = self.fuse_with(h, d.model_score, nn);
+                HybridVerdict {
+                    score,
+                    novel: false,
+                    empty: false,
+                    model_score: d.model_score,
+                    model_quantile: qm,
+                    nn_score: nn,
+                    nn_quantile: qn,
+                    nearest: nb.map(|n| (n.reference, n.cosine)),
+                }
+            })
+            .collect())
+    }
+
+    /// One timestep, without changing `self`: score the batch, decide novelty with `rule` on
+    /// the fused score (against the fused history), and plan the update: the batch's
+    /// documents enter the memory; unless `bootstrap`, the model and NN scores enter their
+    /// histories and then the batch's fused scores, recomputed under those new histories,
+    /// enter the fused history (so the fused history is on the current scale from the first
+    /// timestep on). Bootstrap documents are never novel.
+    pub fn step(
+        &self,
+        docs: &[HybridDoc],
+        rule: &ThresholdRule,
+        bootstrap: bool,
+    ) -> Result<HybridStep, MemoryError> {
+        let mut verdicts = self.score(docs)?;
+        let batch: Vec<(DocRef, &TermVector)> =
+            docs.iter().map(|d| (d.reference, d.vector)).collect();
+        let memory = self.memory.plan(&batch);
+        if bootstrap {
+            return Ok(HybridStep {
+                verdicts,
+                threshold: None,
+                plan: HybridPlan {
+                    memory,
+                    histories: None,
+                },
+            });
+        }
+        let scores: Vec<f64> = verdicts.iter().map(|v| v.score).collect();
+        let eligible: Vec<bool> = verdicts.iter().map(|v| !v.empty).collect();
+        let (novel, thr) = decide(rule, &self.fused_history, &scores, &eligible);
+        for (v, n) in verdicts.iter_mut().zip(novel) {
+            v.novel = n;
+        }
+        let kept: Vec<&HybridVerdict> = verdicts.iter().filter(|v| !v.empty).collect();
+        let hl = self.params.half_life;
+        let mut mh = self.model_history.clone();
+        let mut nh = self.nn_history.clone();
+        let mut fh = self.fused_history.clone();
+        if !kept.is_empty() {
+            mh.update(&kept.iter().map(|v| v.model_score).collect::<Vec<_>>(), hl);
+            nh.update(&kept.iter().map(|v| v.nn_score).collect::<Vec<_>>(), hl);
+            let fused: Vec<f64> = kept
+                .iter()
+                .map(|v| self.fuse_with([&mh, &nh], v.model_score, v.nn_score).0)
+                .collect();
+            fh.update(&fused, hl);
+        }
+        Ok(HybridStep {
+            verdicts,
+            threshold: thr.is_finite().then_some(thr),
+            plan: HybridPlan {
+                memory,
+                histories: Some([mh, nh, fh]),
+            },
+        })
+    }
+
+    /// The parts a plan of [`Self::step`] on this state changes (see [`Self::state_parts`]):
+    /// the memory's O(batch) parts and, unless at the bootstrap, the history parts.
+    pub fn plan_delta(&self, plan: &HybridPlan) -> PartsDelta {
+        let mut d = plan.memory.delta(&self.memory);
+        if let Some(h) = &plan.histories {
+            d.put.extend(super::parts::history_parts(h));
+        }
+        d
+    }
+
+    /// Carry out a plan of [`Self::step`] made on this very state.
+    pub fn apply(&mut self, plan: HybridPlan) {
+        self.memory.apply(plan.memory);
+        if let Some([m, n, f]) = plan.histories {
+            self.model_history = m;
+            self.nn_history = n;
+            self.fused_history = f;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn tv(pairs: &[(u64, f64)]) -> TermVector {
+        TermVector::from_pairs(pairs.to_vec())
+    }
+
+    fn r(t: u64, i: u32) -> DocRef {
+        DocRef {
+            timestep: t,
+            seq: i,
+            time: 1000 * t as i64 + i as i64,
+        }
+    }
+
+    /// A little stream: topic `t % 4` words 10·topic.., plus noise terms.
+    fn batch(t: u64, n: usize) -> Vec<(TermVector, f64)> {
+        let mut st = t.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 77;
+        let mut next = || {
+            st = st.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = st;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z ^ (z >> 27)
+        };
+        (0..n)
+            .map(|_| {
+                let topic = next() % 4;
+                let mut pairs: Vec<(u64, f64)> = Vec::new();
+                for _ in 0..6 {
+                    let k = 10 * topic + next() % 10;
+                    pairs.push((k, 1.0 + (next() % 3) as f64));
+                }
+                for _ in 0..2 {
+                    pairs.push((1000 + next() % 500, 1.0));
+                }
+                (tv(&pairs), (next() % 1000) as f64 / 1000.0)
+            })
+            .collect()
+    }
+
+    fn docs(t: u64, b: &[(TermVector, f64)]) -> Vec<HybridDoc<'_>> {
+        b.iter()
+            .enumerate()
+            .map(|(i, (v, s))| HybridDoc {
+                reference: r(t, i as u32),
+                vector: v,
+                model_score: *s,
+            })
+            .collect()
+    }
+
+    fn warmed(steps: u64) -> Hybrid {
+        let mut h = Hybrid::new(HybridParams::default()).unwrap();
+        for t in 0..steps {
+            let b = batch(t, 25);
+            let out = h
+                .step(&docs(t, &b), &ThresholdRule::default_adaptive(), t == 0)
+                .unwrap();
+            h.apply(out.plan);
+        }
+        h
+    }
+
+    #[test]
+    fn fusion_is_bounded_and_monotone() {
+        let grid: Vec<f64> = (0..=20).map(|i| i as f64 / 20.0).collect();
+        for f in [Fusion::Mean, Fusion::Max, Fusion::Fisher] {
+            for &a in &grid {
+                for w in grid.windows(2) {
+                    for nw in [0.0, 0.3, 0.5, 1.0] {
+                        let (lo, hi) = (f.fuse(a, w[0], nw), f.fuse(a, w[1], nw));
+                        assert!((0.0..=1.0).contains(&lo) && lo <= hi + 1e-12, "{f:?}");
+                        assert!(f.fuse(w[0], a, nw) <= f.fuse(w[1], a, nw) + 1e-12, "{f:?}");
+                    }
+                }
+            }
+            assert_eq!(f.fuse(1.0, 1.0, 0.5), 1.0);
+            assert_eq!(f.fuse(0.0, 0.0, 0.5), 0.0);
+        }
+        // Fisher: two moderately high quantiles beat one alone
+        assert!(Fusion::Fisher.fuse(0.9, 0.9, 0.5) > 0.9);
+        // the weight moves the mean toward the NN quantile
+        assert!((Fusion::Mean.fuse(0.2, 0.8, 0.75) - 0.65).abs() < 1e-12);
+    }
+
+    #[test]
+    fn cdf_is_the_share_of_past_weight_below() {
+        let mut h = ScoreHistory::default();
+        assert_eq!(cdf(&h, 0.5), None);
+        h.update(&(0..100).map(|i| i as f64 / 100.0).collect::<Vec<_>>(), 0.0);
+        for i in 0..100 {
+            let s = i as f64 / 100.0 + 0.005;
+            let q = cdf(&h, s).unwrap();
+            assert!((q - (i + 1) as f64 / 100.0).abs() < 0.011, "{s}: {q}");
+        }
+        assert_eq!(cdf(&h, -3.0), Some(0.0));
+        assert_eq!(cdf(&h, 7.0), Some(1.0));
+    }
+
+    #[test]
+    fn a_documents_verdict_does_not_depend_on_its_batch() {
+        let h = warmed(4);
+        assert!(h.fused_history.total > 0.0);
+        let probe = (tv(&[(3, 2.0), (5, 1.0), (1200, 1.0)]), 0.42);
+        let twin = (tv(&[(3, 2.0), (5, 1.0), (1200, 1.1)]), 0.40);
+        let others = batch(50, 30);
+        let a: Vec<_> = std::iter::once(probe.clone())
+            .chain(std::iter::once(twin))
+            .collect();
+        let b: Vec<_> = others[..7]
+            .iter()
+            .cloned()
+            .chain(std::iter::once(probe.clone()))
+            .chain(others[7..].iter().cloned())
+            .collect();
+        let rule = ThresholdRule::default_adaptive();
+        let va = h.step(&docs(9, &a), &rule, false).unwrap().verdicts[0].clone();
+        let vb = h.step(&docs(9, &b), &rule, false).unwrap().verdicts[7].clone();
+        assert_eq!(va, vb);
+        // the twin in the same batch is not an earlier document
+        assert!(va.nearest.is_none_or(|(r, _)| r.timestep < 9));
+    }
+
+    #[test]
+    fn the_nearest_earlier_document_explains_the_score() {
+        let mut h = Hybrid::new(HybridParams::default()).unwrap();
+        let old = vec![
+            (tv(&[(1, 1.0), (2, 1.0)]), 0.3),
+            (tv(&[(7, 1.0), (8, 1.0), (9, 1.0)]), 0.3),
+        ];
+        let rule = ThresholdRule::default_adaptive();
+        let out = h.step(&docs(0, &old), &rule, true).unwrap();
+        assert!(out.verdicts.iter().all(|v| !v.novel && v.nn_score == 1.0));
+        assert!(out.plan.histories.is_none(), "the bootstrap is not history");
+        h.apply(out.plan);
+        let new = vec![
+            (tv(&[(7, 1.0), (8, 1.0), (9, 1.0)]), 0.5),
+            (tv(&[(2, 1.0), (40, 1.0)]), 0.5),
+            (tv(&[(41, 1.0)]), 0.5),
+            (TermVector::default(), 0.0),
+        ];
+        let v = h.step(&docs(1, &new), &rule, false).unwrap().verdicts;
+        let (r0, c0) = v[0].nearest.unwrap();
+        assert_eq!(r0, r(0, 1));
+        assert!((c0 - 1.0).abs() < 1e-6 && v[0].nn_score < 1e-6);
+        let (r1, c1) = v[1].nearest.unwrap();
+        assert_eq!(r1, r(0, 0));
+        assert!((c1 - 0.5).abs() < 1e-6);
+        assert_eq!((v[2].nearest, v[2].nn_score), (None, 1.0));
+        assert!(v[3].empty && !v[3].novel && v[3].score == 0.0);
+        assert!(v[2].score > v[1].score && v[1].score > v[0].score);
+    }
+
+    #[test]
+    fn parts_round_trip_and_one_timestep_changes_o_batch_parts() {
+        let mut h = warmed(3);
+        let mut stored: BTreeMap<String, Vec<u8>> = h.state_parts().into_iter().collect();
+        let rule = ThresholdRule::default_adaptive();
+        for t in 3..8 {
+            let b = batch(t, 5 + t as usize);
+            let out = h.step(&docs(t, &b), &rule, false).unwrap();
+            let delta = h.plan_delta(&out.plan);
+            // memory meta + ≤ 2 parts per document + the 12 history parts, whatever is stored
+            assert!(delta.len() <= 1 + 2 * b.len() + 12, "{}", delta.len());
+            assert!(delta
+                .put
+                .iter()
+                .all(|p| p.1.len() <= crate::memory::MAX_PART_BYTES));
+            h.apply(out.plan);
+            delta.apply_to(&mut stored);
+            assert_eq!(stored, h.state_parts().into_iter().collect());
+            let back =
+                Hybrid::from_state_parts(stored.iter().map(|(n, b)| (n.as_str(), b.as_slice())))
+                    .unwrap();
+            let probe = batch(100 + t, 6);
+            let d = docs(t + 1, &probe);
+            assert_eq!(
+                back.step(&d, &rule, false).unwrap().verdicts,
+                h.step(&d, &rule, false).unwrap().verdicts
+            );
+        }
+        assert!(
+            h.memory().len() > 60,
+            "the memory holds more than one batch"
+        );
+        let mut bad = stored.clone();
+        bad.insert("hybrid/history/nn/2".into(), vec![0; 12]);
+        let e = Hybrid::from_state_parts(bad.iter().map(|(n, b)| (n.as_str(), b.as_slice())))
+            .unwrap_err();
+        assert!(e.to_string().contains("hybrid/history/nn/2"), "{e}");
+    }
+
+    #[test]
+    fn non_finite_model_scores_are_refused() {
+        let h = warmed(2);
+        let b = vec![(tv(&[(1, 1.0)]), f64::NAN)];
+        assert!(h.score(&docs(5, &b)).is_err());
+    }
+}

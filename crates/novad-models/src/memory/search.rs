@@ -1,0 +1,599 @@
+//! The document memory: bounded storage of unit-ℓ2 term vectors and exact nearest-neighbour
+//! cosine search through an inverted index (term key → (slot, weight)).
+//!
+//! Changes go through a [`MemoryPlan`]: [`DocMemory::plan`] decides, without modifying the
+//! memory, which slots the new documents take and which stored documents are evicted (cost
+//! O(batch), independent of how much is stored); [`DocMemory::apply`] carries it out. A caller
+//! can persist the plan's parts first and apply it only once they are committed.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use rayon::prelude::*;
+
+use super::{DocRef, Eviction, MemoryError, MemoryParams, TermVector};
+
+/// A stored document. `no` numbers the documents offered to the memory (0, 1, 2, …).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredDoc {
+    pub no: u64,
+    pub reference: DocRef,
+    pub vector: TermVector,
+}
+
+/// The nearest stored document of a query.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Neighbour {
+    pub reference: DocRef,
+    /// Cosine of the query and the stored (truncated) vector, in [0, 1].
+    pub cosine: f64,
+}
+
+/// Bytes a stored document accounts for: the vector (12 bytes per term), its postings
+/// (8 bytes per term) and a fixed overhead.
+pub(crate) fn doc_bytes(v: &TermVector) -> u64 {
+    64 + 20 * v.len() as u64
+}
+
+/// Bounded memory of past documents with exact cosine search.
+///
+/// Invariants: at most `max_docs` documents and at most `max_bytes` bytes ([`Self::bytes`]);
+/// every stored vector is non-empty, unit ℓ2 and at most `max_terms_per_doc` long; the
+/// postings hold exactly the entries of the stored vectors; with [`Eviction::Oldest`],
+/// `order` lists the occupied slots by increasing `no`.
+#[derive(Debug, Clone)]
+pub struct DocMemory {
+    pub(crate) params: MemoryParams,
+    pub(crate) slots: Vec<Option<StoredDoc>>,
+    pub(crate) order: VecDeque<u32>,
+    pub(crate) free: BTreeSet<u32>,
+    pub(crate) postings: HashMap<u64, Vec<(u32, f32)>>,
+    pub(crate) bytes: u64,
+    pub(crate) live: usize,
+    /// Documents offered so far (the next `no`).
+    pub(crate) offered: u64,
+    /// State of the reservoir's random generator.
+    pub(crate) rng: u64,
+}
+
+/// What one batch does to a [`DocMemory`]; see [`DocMemory::plan`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryPlan {
+    /// Final content of every slot the batch touches, by slot.
+    pub(crate) slots: BTreeMap<u32, Option<StoredDoc>>,
+    /// Slots whose currently stored document is removed (evicted or overwritten).
+    pub(crate) removed: BTreeSet<u32>,
+    /// Oldest policy: slots leaving the front of `order`, and the batch's surviving slots in
+    /// insertion order.
+    pub(crate) order_pop: usize,
+    pub(crate) order_push: Vec<u32>,
+    pub(crate) offered: u64,
+    pub(crate) rng: u64,
+    pub(crate) bytes: u64,
+    pub(crate) live: usize,
+    pub(crate) slots_len: usize,
+}
+
+impl MemoryPlan {
+    /// Documents stored by this plan.
+    pub fn inserted(&self) -> usize {
+        self.slots.values().filter(|d| d.is_some()).count()
+    }
+    /// Stored documents removed by this plan.
+    pub fn evicted(&self) -> usize {
+        self.removed.len()
+    }
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl DocMemory {
+    /// An empty memory. Fails when the parameters are out of range.
+    pub fn new(params: MemoryParams) -> Result<DocMemory, MemoryError> {
+        params.validate()?;
+        Ok(DocMemory {
+            rng: params.seed ^ 0x6d65_6d6f_7279_0000,
+            params,
+            slots: Vec::new(),
+            order: VecDeque::new(),
+            free: BTreeSet::new(),
+            postings: HashMap::new(),
+            bytes: 0,
+            live: 0,
+            offered: 0,
+        })
+    }
+
+    pub fn params(&self) -> &MemoryParams {
+        &self.params
+    }
+    /// Documents stored.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+    /// Documents offered so far (stored or not).
+    pub fn offered(&self) -> u64 {
+        self.offered
+    }
+    /// Accounted bytes: 64 per document + 20 per stored term (vector + postings). The process
+    /// uses somewhat more (hash-table and vector slack).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    /// The stored documents with their slots, by slot.
+    pub fn docs(&self) -> impl Iterator<Item = (u32, &StoredDoc)> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| d.as_ref().map(|d| (i as u32, d)))
+    }
+
+    /// The nearest stored document of `q` by cosine (ties: the most recently offered), or
+    /// `None` when no stored document shares a term with it. Cost: the postings of q's terms.
+    pub fn nearest(&self, q: &TermVector) -> Option<Neighbour> {
+        let mut acc = vec![0.0; self.slots.len()];
+        self.nearest_with(q, &mut acc, &mut Vec::new())
+    }
+
+    /// [`Self::nearest`] for every query, in parallel; each result depends only on its query
+    /// and the memory.
+    pub fn nearest_batch(&self, qs: &[&TermVector]) -> Vec<Option<Neighbour>> {
+        let n = self.slots.len();
+        qs.par_iter()
+            .map_init(
+                || (vec![0.0f64; n], Vec::<u32>::new()),
+                |(acc, touched), q| self.nearest_with(q, acc, touched),
+            )
+            .collect()
+    }
+
+    fn nearest_with(
+        &self,
+        q: &TermVector,
+        acc: &mut [f64],
+        touched: &mut Vec<u32>,
+    ) -> Option<Neighbour> {
+        for (k, &w) in q.keys.iter().zip(&q.weights) {
+            if let Some(p) = self.postings.get(k) {
+                for &(slot, v) in p {
+                    let a = &mut acc[slot as usize];
+                    if *a == 0.0 {
+                        touched.push(slot);
+                    }
+                    *a += w as f64 * v as f64;
+                }
+            }
+        }
+        let mut best: Option<(f64, u64, u32)> = None;
+        for &s in touched.iter() {
+            let c = acc[s as usize];
+            acc[s as usize] = 0.0;
+            let no = self.slots[s as usize].as_ref().map_or(0, |d| d.no);
+            if best.is_none_or(|(bc, bno, _)| c > bc || (c == bc && no > bno)) {
+                best = Some((c, no, s));
+            }
+        }
+        touched.clear();
+        best.and_then(|(c, _, s)| {
+            let d = self.slots[s as usize].as_ref()?;
+            Some(Neighbour {
+                reference: d.reference,
+                cosine: c.clamp(0.0, 1.0),
+            })
+        })
+    }
+
+    /// Decide where a batch goes (empty vectors are skipped and do not count as offered),
+    /// without changing the memory. Cost O(batch · log), independent of the stored amount.
+    pub fn plan(&self, docs: &[(DocRef, &TermVector)]) -> MemoryPlan {
+        let mut st = Planner {
+            mem: self,
+            overlay: BTreeMap::new(),
+            removed: BTreeSet::new(),
+            new_docs: Vec::new(),
+            order_cur: 0,
+            new_order: VecDeque::new(),
+            freed: BTreeSet::new(),
+            free_iter_skip: 0,
+            slots_len: self.slots.len(),
+            bytes: self.bytes,
+            live: self.live,
+            offered: self.offered,
+            rng: self.rng,
+        };
+        for (r, v) in docs {
+            if v.is_empty() {
+                continue;
+            }
+            st.offer(*r, v.truncated(self.params.max_terms_per_doc));
+        }
+        st.finish()
+    }
+
+    /// Carry out a plan made by [`Self::plan`] on this very state. Cost O(plan · postings of
+    /// the removed documents' terms).
+    pub fn apply(&mut self, plan: MemoryPlan) {
+        for &s in &plan.removed {
+            if let Some(old) = self.slots[s as usize].take() {
+                for k in &old.vector.keys {
+                    if let Some(p) = self.postings.get_mut(k) {
+                        if let Some(i) = p.iter().position(|e| e.0 == s) {
+                            p.swap_remove(i);
+                        }
+                        if p.is_empty() {
+                            self.postings.remove(k);
+                        }
+                    }
+                }
+            }
+        }
+        self.slots.resize(plan.slots_len, None);
+        for (s, d) in plan.slots {
+            if let Some(d) = &d {
+                for (k, &w) in d.vector.keys.iter().zip(&d.vector.weights) {
+                    self.postings.entry(*k).or_default().push((s, w));
+                }
+                self.free.remove(&s);
+            } else {
+                self.free.insert(s);
+            }
+            self.slots[s as usize] = d;
+        }
+        for s in self.slots.len() as u32..plan.slots_len as u32 {
+            self.free.insert(s);
+        }
+        if self.params.eviction == Eviction::Oldest {
+            self.order.drain(..plan.order_pop);
+            self.order.extend(plan.order_push);
+        }
+        self.offered = plan.offered;
+        self.rng = plan.rng;
+        self.bytes = plan.bytes;
+        self.live = plan.live;
+    }
+
+    /// `plan` then `apply`.
+    pub fn insert(&mut self, docs: &[(DocRef, &TermVector)]) {
+        let p = self.plan(docs);
+        self.apply(p);
+    }
+
+    /// Rebuild the derived structures (postings, order, free list, bytes) from the slots.
+    pub(crate) fn rebuild(&mut self) {
+        self.postings.clear();
+        self.free.clear();
+        self.bytes = 0;
+        self.live = 0;
+        let mut order: Vec<(u64, u32)> = Vec::new();
+        for (s, d) in self.slots.iter().enumerate() {
+            match d {
+                None => {
+                    self.free.insert(s as u32);
+                }
+                Some(d) => {
+                    for (k, &w) in d.vector.keys.iter().zip(&d.vector.weights) {
+                        self.postings.entry(*k).or_default().push((s as u32, w));
+                    }
+                    self.bytes += doc_bytes(&d.vector);
+                    self.live += 1;
+                    order.push((d.no, s as u32));
+                }
+            }
+        }
+        order.sort_unstable();
+        self.order = if self.params.eviction == Eviction::Oldest {
+            order.into_iter().map(|o| o.1).collect()
+        } else {
+            VecDeque::new()
+        };
+    }
+}
+
+/// The simulation behind [`DocMemory::plan`]: an overlay of slot changes on the memory.
+struct Planner<'a> {
+    mem: &'a DocMemory,
+    /// slot → index into `new_docs`, or None (emptied).
+    overlay: BTreeMap<u32, Option<usize>>,
+    removed: BTreeSet<u32>,
+    new_docs: Vec<StoredDoc>,
+    order_cur: usize,
+    new_order: VecDeque<u32>,
+    freed: BTreeSet<u32>,
+    free_iter_skip: usize,
+    slots_len: usize,
+    bytes: u64,
+    live: usize,
+    offered: u64,
+    rng: u64,
+}
+
+impl Planner<'_> {
+    fn doc_at(&self, s: u32) -> Option<&StoredDoc> {
+        match self.overlay.get(&s) {
+            Some(Some(i)) => Some(&self.new_docs[*i]),
+            Some(None) => None,
+            None => self.mem.slots.get(s as usize).and_then(|d| d.as_ref()),
+        }
+    }
+
+    fn evict(&mut self, s: u32) {
+        let b = self.doc_at(s).map(|d| doc_bytes(&d.vector));
+        if let Some(b) = b {
+            self.bytes -= b;
+            self.live -= 1;
+            if !matches!(self.overlay.get(&s), Some(Some(_))) {
+                self.removed.insert(s);
+            }
+            self.overlay.insert(s, None);
+            self.freed.insert(s);
+        }
+    }
+
+    fn evict_one(&mut self) {
+        match self.mem.params.eviction {
+            Eviction::Oldest => {
+                let s = if self.order_cur < self.mem.order.len() {
+                    self.order_cur += 1;
+                    self.mem.order[self.order_cur - 1]
+                } else {
+                    match self.new_order.pop_front() {
+                        Some(s) => s,
+                        None => return,
+                    }
+                };
+                self.evict(s);
+            }
+            Eviction::Reservoir => {
+                if self.live == 0 {
+                    return;
+                }
+                loop {
+                    let s = (splitmix(&mut self.rng) % self.slots_len as u64) as u32;
+                    if self.doc_at(s).is_some() {
+                        self.evict(s);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn alloc(&mut self) -> u32 {
+        // smallest free slot: freed in this batch, or free before it
+        let old_free = self.mem.free.iter().nth(self.free_iter_skip).copied();
+        let local = self.freed.first().copied();
+        match (old_free, local) {
+            (Some(a), Some(b)) if a < b => {
+                self.free_iter_skip += 1;
+                a
+            }
+            (_, Some(b)) => {
+                self.freed.pop_first();
+                b
+            }
+            (Some(a), None) => {
+                self.free_iter_skip += 1;
+                a
+            }
+            (None, None) => {
+                self.slots_len += 1;
+                (self.slots_len - 1) as u32
+            }
+        }
+    }
+
+    fn offer(&mut self, reference: DocRef, vector: TermVector) {
+        let p = &self.mem.params;
+        let no = self.offered;
+        self.offered += 1;
+        let size = doc_bytes(&vector);
+        if p.eviction == Eviction::Reservoir && self.live >= p.max_docs {
+            // keep the n-th offered document with probability max_docs / n
+            let r = splitmix(&mut self.rng) % self.offered;
+            if r >= p.max_docs as u64 {
+                return;
+            }
+        }
+        while self.live > 0 && (self.live >= p.max_docs || self.bytes + size > p.max_bytes) {
+            self.evict_one();
+        }
+        let s = self.alloc();
+        if self.mem.slots.get(s as usize).is_some_and(|d| d.is_some())
+            && !self.overlay.contains_key(&s)
+        {
+            self.removed.insert(s);
+        }
+        self.new_docs.push(StoredDoc {
+            no,
+            reference,
+            vector,
+        });
+        self.overlay.insert(s, Some(self.new_docs.len() - 1));
+        self.new_order.push_back(s);
+        self.bytes += size;
+        self.live += 1;
+    }
+
+    fn finish(self) -> MemoryPlan {
+        let slots = self
+            .overlay
+            .iter()
+            .map(|(&s, d)| (s, d.map(|i| self.new_docs[i].clone())))
+            .collect();
+        MemoryPlan {
+            slots,
+            removed: self.removed,
+            order_pop: self.order_cur,
+            order_push: self.new_order.into_iter().collect(),
+            offered: self.offered,
+            rng: self.rng,
+            bytes: self.bytes,
+            live: self.live,
+            slots_len: self.slots_len,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vecs(n: usize, seed: u64) -> Vec<TermVector> {
+        let mut st = seed;
+        (0..n)
+            .map(|_| {
+                let len = 1 + (splitmix(&mut st) % 12) as usize;
+                TermVector::from_pairs(
+                    (0..len)
+                        .map(|_| (splitmix(&mut st) % 40, 1.0 + (splitmix(&mut st) % 5) as f64))
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    fn r(i: usize) -> DocRef {
+        DocRef {
+            timestep: i as u64 / 10,
+            seq: i as u32,
+            time: i as i64,
+        }
+    }
+
+    fn dot(a: &TermVector, b: &TermVector) -> f64 {
+        let mut s = 0.0;
+        for (k, &w) in a.keys.iter().zip(&a.weights) {
+            if let Ok(j) = b.keys.binary_search(k) {
+                s += w as f64 * b.weights[j] as f64;
+            }
+        }
+        s
+    }
+
+    /// Brute force over the stored documents (the oracle).
+    fn brute(m: &DocMemory, q: &TermVector) -> Option<f64> {
+        m.docs()
+            .map(|(_, d)| dot(q, &d.vector))
+            .filter(|&c| c > 0.0)
+            .fold(None, |b: Option<f64>, c| Some(b.map_or(c, |b| b.max(c))))
+    }
+
+    fn params(max_docs: usize, eviction: Eviction) -> MemoryParams {
+        MemoryParams {
+            max_docs,
+            eviction,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn exact_search_matches_brute_force_under_both_policies() {
+        for ev in [Eviction::Oldest, Eviction::Reservoir] {
+            let mut m = DocMemory::new(params(25, ev)).unwrap();
+            let docs = vecs(120, 7);
+            for (b, chunk) in docs.chunks(13).enumerate() {
+                let batch: Vec<(DocRef, &TermVector)> = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (r(b * 13 + i), v))
+                    .collect();
+                m.insert(&batch);
+                assert!(m.len() <= 25);
+                let qs = vecs(10, b as u64 + 100);
+                let refs: Vec<&TermVector> = qs.iter().collect();
+                for (q, got) in qs.iter().zip(m.nearest_batch(&refs)) {
+                    let want = brute(&m, q);
+                    match (got, want) {
+                        (None, None) => {}
+                        (Some(g), Some(w)) => assert!((g.cosine - w).abs() < 1e-6, "{ev:?}"),
+                        (g, w) => panic!("{ev:?}: {g:?} vs {w:?}"),
+                    }
+                }
+            }
+            assert_eq!(m.offered(), 120);
+            // postings hold exactly the stored entries
+            let entries: usize = m.postings.values().map(|p| p.len()).sum();
+            let stored: usize = m.docs().map(|(_, d)| d.vector.len()).sum();
+            assert_eq!(entries, stored);
+        }
+    }
+
+    #[test]
+    fn oldest_policy_keeps_the_most_recent_window() {
+        let mut m = DocMemory::new(params(10, Eviction::Oldest)).unwrap();
+        let docs = vecs(37, 3);
+        for (b, chunk) in docs.chunks(4).enumerate() {
+            let batch: Vec<_> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (r(b * 4 + i), v))
+                .collect();
+            m.insert(&batch);
+        }
+        let mut kept: Vec<u64> = m.docs().map(|(_, d)| d.no).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, (27..37).collect::<Vec<u64>>());
+        // a batch larger than the cap keeps its own last documents
+        let big = vecs(15, 4);
+        let batch: Vec<_> = big
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (r(100 + i), v))
+            .collect();
+        m.insert(&batch);
+        let mut kept: Vec<u64> = m.docs().map(|(_, d)| d.no).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, (42..52).collect::<Vec<u64>>());
+        assert_eq!(m.slots.len(), 10, "slots are reused");
+    }
+
+    #[test]
+    fn byte_cap_is_respected() {
+        let p = MemoryParams {
+            max_docs: 1_000_000,
+            max_bytes: 1 << 20,
+            ..Default::default()
+        };
+        let mut m = DocMemory::new(p).unwrap();
+        let v = TermVector::from_pairs((0..200).map(|k| (k, 1.0)).collect());
+        let batch: Vec<_> = (0..400).map(|i| (r(i), &v)).collect();
+        m.insert(&batch);
+        assert!(m.bytes() <= 1 << 20);
+        assert_eq!(m.len() as u64, (1u64 << 20) / doc_bytes(&v));
+    }
+
+    #[test]
+    fn reservoir_keeps_a_roughly_uniform_sample() {
+        let mut m = DocMemory::new(params(200, Eviction::Reservoir)).unwrap();
+        let v = TermVector::from_pairs(vec![(1, 1.0)]);
+        for b in 0..20 {
+            let batch: Vec<_> = (0..100).map(|i| (r(b * 100 + i), &v)).collect();
+            m.insert(&batch);
+        }
+        assert_eq!(m.len(), 200);
+        // uniform over 2000 offered: about 100 of the kept are from the first half
+        let first_half = m.docs().filter(|(_, d)| d.no < 1000).count();
+        assert!((70..=130).contains(&first_half), "{first_half}");
+    }
+
+    #[test]
+    fn empty_memory_and_empty_query_have_no_neighbour() {
+        let mut m = DocMemory::new(MemoryParams::default()).unwrap();
+        let q = TermVector::from_pairs(vec![(1, 1.0)]);
+        assert_eq!(m.nearest(&q), None);
+        m.insert(&[(r(0), &q), (r(1), &TermVector::default())]);
+        assert_eq!(m.len(), 1, "empty vectors are not stored");
+        assert_eq!(m.nearest(&TermVector::default()), None);
+        let n = m.nearest(&q).unwrap();
+        assert_eq!(n.reference, r(0));
+        assert!((n.cosine - 1.0).abs() < 1e-6);
+    }
+}
