@@ -400,6 +400,8 @@ fn queries_agree_with_and_without_the_daemon_and_bad_filters_fail_on_both() {
         .unwrap();
         let pid = st["daemon_pid"].take();
         st["disk_bytes"].take();
+        // only a running daemon counts its inbox scans
+        st.as_object_mut().unwrap().remove("inbox_scans");
         let topics = novad_ok(&["topics", "--store", &store, "--format", "jsonl"]);
         (pid.is_number(), st, topics)
     };
