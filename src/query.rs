@@ -7,11 +7,11 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::batch::parse_time;
+use crate::store::schema::TopicRecord;
 use crate::store::schema::{
     verdict_time_prefix, StateMeta, TimestepRecord, VerdictRecord, FILES, KEY_FORMAT, KEY_PARAMS,
     KEY_STATE, META, TIMESTEPS, VERDICTS,
 };
-use crate::store::schema::TopicRecord;
 
 /// Why a query failed: a bad filter (the caller's mistake) or an unreadable store.
 #[derive(Debug, Error)]
@@ -614,7 +614,13 @@ pub fn verdict_by_key(db: &sled::Db, key: &[u8]) -> Result<Option<VerdictRecord>
 pub fn timestep_detail(
     db: &sled::Db,
     timestep: u64,
-) -> Result<(Option<TimestepRecord>, Vec<crate::store::schema::TopicRecord>), String> {
+) -> Result<
+    (
+        Option<TimestepRecord>,
+        Vec<crate::store::schema::TopicRecord>,
+    ),
+    String,
+> {
     let e = |e: sled::Error| e.to_string();
     let ts = db.open_tree(TIMESTEPS).map_err(e)?;
     let record = match ts.get(crate::store::schema::u64_key(timestep)).map_err(e)? {

@@ -25,10 +25,10 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use thiserror::Error;
 
-use novad_models::ModelParams;
 use crate::ingest::{Begin, FileCheck, FileJob, IngestError, Ingestor, Limits, Outcome};
 use crate::store::StoreError;
 pub use inbox::{ignored, move_into, name_of, shown, Inbox, PROCESSED, REJECTED};
+use novad_models::ModelParams;
 
 /// Inbox scans since the daemon started (reported by `novad status` while it runs).
 pub static INBOX_SCANS: AtomicU64 = AtomicU64::new(0);

@@ -383,7 +383,10 @@ async fn topics(
         Some("evolving") => Some(TopicKind::Evolving),
         Some(k) => return Err(Params::bad("kind", k, "expected emerging or evolving")),
     };
-    let ts = read(&st, move |st| crate::store::topics::query(&st.db, since, until)).await?;
+    let ts = read(&st, move |st| {
+        crate::store::topics::query(&st.db, since, until)
+    })
+    .await?;
     let items: Vec<Value> = ts
         .iter()
         .filter(|t| kind.is_none_or(|k| t.kind == k))

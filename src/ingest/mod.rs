@@ -16,11 +16,11 @@ use std::time::Instant;
 use thiserror::Error;
 
 use crate::batch::{parse_batch, BatchDoc, BatchError};
-use novad_models::{EngineError, StepOutput, StepStats};
-use novad_models::{Engine, ModelParams};
+use crate::store::schema::{topic_key, TopicRecord};
 use crate::store::schema::{FileRange, FileRecord, TimestepRecord, VerdictRecord};
 use crate::store::{CommitStats, Store, StoreError, TimestepWrite};
-use crate::store::schema::{topic_key, TopicRecord};
+use novad_models::{Engine, ModelParams};
+use novad_models::{EngineError, StepOutput, StepStats};
 
 pub use file::{Begin, FileCheck, FileJob};
 

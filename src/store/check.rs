@@ -9,8 +9,8 @@ use serde::Serialize;
 use super::schema::*;
 use super::sidecar::{self, Committed, JournalEntry, JournalLine};
 use super::{guard, Store, StoreError};
-use novad_models::{Engine, ModelParams};
 use crate::store::schema::TopicRecord;
+use novad_models::{Engine, ModelParams};
 
 fn damaged(dir: &Path, detail: impl Into<String>) -> StoreError {
     StoreError::Damaged {
@@ -107,7 +107,10 @@ pub fn verify_committed(store: &mut Store, engine: &Engine) -> Result<(), StoreE
                     ),
                 ));
             }
-            tracing::debug!(timesteps = have, "model state verified against committed.json");
+            tracing::debug!(
+                timesteps = have,
+                "model state verified against committed.json"
+            );
             Ok(())
         }
         Some(c) if c.timesteps > have => Err(damaged(

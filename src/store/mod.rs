@@ -23,8 +23,8 @@ pub mod snapshot;
 mod state;
 pub mod topics;
 
-pub use state::state_digest_of;
 use state::parts_state;
+pub use state::state_digest_of;
 
 use std::collections::HashMap;
 use std::io::ErrorKind;

@@ -17,8 +17,8 @@ use thiserror::Error;
 
 use super::sidecar::{self, JournalEntry};
 use super::{check, Store, StoreError};
-use novad_models::{ModelKind, ModelParams};
 use crate::ingest::{IngestError, Ingestor, Outcome};
+use novad_models::{ModelKind, ModelParams};
 
 #[derive(Debug, Error)]
 pub enum RebuildError {

@@ -13,8 +13,8 @@ use thiserror::Error;
 use super::limits::{DeadlineStream, Limits};
 use super::{socket_path, ErrorKind, Request, Trailer};
 use crate::query::{QueryError, Status, VerdictFilter};
-use crate::store::schema::VerdictRecord;
 use crate::store::schema::TopicRecord;
+use crate::store::schema::VerdictRecord;
 
 /// First pause after a "busy" answer. Each further one doubles, up to [`MAX_PAUSE`]; the
 /// pause actually slept is drawn uniformly from its upper half, so clients turned away

@@ -189,21 +189,22 @@ fn answer(sh: &Shared, req: &Request, out: &mut impl Write) -> io::Result<()> {
         Request::Status { recent } => watched(dir, "reading the status", || {
             query::status(&sh.db, *recent).map_err(Stop::Query)
         })
-            .and_then(|mut st| {
-                st.daemon_pid = Some(std::process::id());
-                st.inbox_scans = Some(crate::daemon::INBOX_SCANS.load(std::sync::atomic::Ordering::Relaxed));
-                st.disk_bytes = crate::store::dir_size(&sh.store_dir);
-                Ok(data_line(out, &st).map(|()| 1)?)
-            }),
+        .and_then(|mut st| {
+            st.daemon_pid = Some(std::process::id());
+            st.inbox_scans =
+                Some(crate::daemon::INBOX_SCANS.load(std::sync::atomic::Ordering::Relaxed));
+            st.disk_bytes = crate::store::dir_size(&sh.store_dir);
+            Ok(data_line(out, &st).map(|()| 1)?)
+        }),
         Request::Topics { since, until } => watched(dir, "reading topics", || {
             query::topics(&sh.db, *since, *until).map_err(Stop::Query)
         })
-            .and_then(|ts| {
-                for t in &ts {
-                    data_line(out, t)?;
-                }
-                Ok(ts.len())
-            }),
+        .and_then(|ts| {
+            for t in &ts {
+                data_line(out, t)?;
+            }
+            Ok(ts.len())
+        }),
     };
     let trailer = match r {
         Ok(count) => Trailer::Done { count },

@@ -35,8 +35,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 use thiserror::Error;
 
-pub use novad_models::metrics::{auc, roc_points};
 pub use hybrid::{HybridEvalParams, HybridRun};
+pub use novad_models::metrics::{auc, roc_points};
 pub use ostc::{run_ostc_eval, OstcEvalArgs, OstcEvalError, OstcEvalSummary};
 pub use protocol::{
     cikm_protocol, parse_jsonl_stream, read_jsonl_stream, CikmSizes, EvalDoc, Period, Stream,
