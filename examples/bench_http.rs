@@ -1,7 +1,7 @@
 //! HTTP API under load while the daemon ingests: 200 concurrent clients, latency p50/p99, and
 //! how much slower ingest gets.
 //!
-//!     cargo build --release && cargo run --release --example bench_http -- [clients] [pairs] [think_ms]
+//!     cargo build --release && cargo run --release --example bench_http -- [clients] [pairs] [think_ms] [client_nice]
 //!
 //! Starts the real `novad run --http 127.0.0.1:0 --k 100`, bootstraps on 1,000 20NG posts, then
 //! ingests `2 × pairs` (default 2 × 4) batches of 500 posts one at a time: the first of each
@@ -10,6 +10,14 @@
 //! `think_ms` (default 0) between requests. Ingest time is from the file's rename into the
 //! inbox to its arrival in processed/. Prints request latency percentiles and the ingest
 //! slowdown (mean loaded / mean unloaded − 1).
+//!
+//! The client threads run on the daemon's machine, but stand for remote clients: each lowers
+//! itself to nice `client_nice` (default 19, the lowest priority, the same as the daemon's
+//! HTTP threads) with `setpriority(PRIO_PROCESS, gettid(), client_nice)`, so the load
+//! generator takes CPU from the daemon's ingest no more than the daemon's own HTTP threads
+//! do. `client_nice` 0 runs them at normal priority, competing with ingest for the cores as
+//! much as ingest itself: that measures the load generator as much as the daemon. Each
+//! client keeps one HTTP/1.1 keep-alive connection (ureq's agent pool) for its requests.
 #[path = "../tests/common/daemon.rs"]
 #[allow(dead_code)]
 mod harness;
@@ -34,6 +42,7 @@ fn main() {
     let clients: usize = a.next().map(|s| s.parse().unwrap()).unwrap_or(200);
     let pairs: usize = a.next().map(|s| s.parse().unwrap()).unwrap_or(4);
     let think: u64 = a.next().map(|s| s.parse().unwrap()).unwrap_or(0);
+    let nice: i32 = a.next().map(|s| s.parse().unwrap()).unwrap_or(19);
     let d = Dirs::new();
     let s = http::start(&d, &["--k", "100"]);
     let ingest = |name: &str, body: &str| -> f64 {
@@ -71,6 +80,11 @@ fn main() {
         let (load, stop, lat, errors) = (load.clone(), stop.clone(), lat.clone(), errors.clone());
         let (base, token, paths) = (s.base.clone(), s.token.clone(), paths.clone());
         handles.push(std::thread::spawn(move || {
+            // SAFETY: system calls on this thread's own id only
+            unsafe {
+                let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+                libc::setpriority(libc::PRIO_PROCESS, tid, nice);
+            }
             let agent = http::agent();
             let mut mine = Vec::new();
             let mut i = c;
@@ -141,7 +155,7 @@ fn main() {
     l.sort_by(f64::total_cmp);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     println!(
-        "{clients} clients, think {think} ms: {} requests in {loaded_secs:.1} s of ingest ({:.0} req/s), {} errors",
+        "{clients} clients at nice {nice}, think {think} ms: {} requests in {loaded_secs:.1} s of ingest ({:.0} req/s), {} errors",
         l.len(),
         l.len() as f64 / loaded_secs,
         errors.load(Ordering::SeqCst)

@@ -420,3 +420,48 @@ fn non_loopback_is_refused_and_serve_reads_a_stopped_store() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// `(thread name, nice)` of every thread of process `pid`, from `/proc/PID/task/*/stat`.
+fn thread_nices(pid: u32) -> Vec<(String, i32)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let Ok(stat) = std::fs::read_to_string(e.unwrap().path().join("stat")) else {
+            continue; // the thread ended meanwhile
+        };
+        let (head, rest) = stat.rsplit_once(')').unwrap();
+        let name = head.split_once('(').unwrap().1.to_string();
+        // fields after the name start at field 3 (state); nice is field 19
+        let nice = rest.split_whitespace().nth(16).unwrap().parse().unwrap();
+        out.push((name, nice));
+    }
+    out
+}
+
+#[test]
+fn http_threads_run_at_the_lowest_priority_and_ingest_at_its_own() {
+    let (_d, s) = served();
+    // store reads start the runtime's blocking threads
+    for p in ["/api/v1/status", "/api/v1/timesteps", "/api/v1/topics"] {
+        assert!(api(&s, p).is_object(), "{p}");
+    }
+    let own: i32 = thread_nices(std::process::id())
+        .into_iter()
+        .next()
+        .map(|(_, n)| n)
+        .unwrap();
+    let threads = thread_nices(s.daemon.child.id());
+    let http: Vec<_> = threads
+        .iter()
+        .filter(|(n, _)| n.starts_with("novad-http"))
+        .collect();
+    // two workers, the acceptor, and at least one store-read thread
+    assert!(http.len() >= 4, "{threads:?}");
+    assert!(http.iter().all(|(_, nice)| *nice == 19), "{threads:?}");
+    // every other thread (ingest, its workers) keeps the priority it was started with
+    let others: Vec<_> = threads
+        .iter()
+        .filter(|(n, _)| !n.starts_with("novad-http"))
+        .collect();
+    assert!(!others.is_empty());
+    assert!(others.iter().all(|(_, nice)| *nice == own), "{threads:?}");
+}

@@ -1,8 +1,16 @@
 //! Limits every request passes before it reaches a handler: read-only methods, bounded URI,
 //! headers and (absent) body, the access token, and a deadline.
+//!
+//! The limits that mean the same for HTTP as for the query socket come from the one
+//! [`Limits`](crate::daemon::api::Limits) value the server is started with:
+//! `max_request_bytes` caps the request head (hyper's read buffer: a larger head is refused),
+//! `request_timeout` is the time a client has to send a request head, and `deadline` bounds
+//! the time from a head being read to its answer being ready (503 after). The ones below are
+//! HTTP's own: URI and header sizes, the page size, store reads at once, and open connections
+//! (an HTTP connection stays open between requests, keep-alive, unlike a socket exchange, so
+//! its ceiling counts mostly idle connections and is higher).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -12,20 +20,18 @@ use axum::response::{IntoResponse, Response};
 
 use super::AppState;
 
-/// Longest time a request may take, from its head being read to its response being ready.
-pub const DEADLINE: Duration = Duration::from_secs(5);
-/// Longest time a client may take to send a request head.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest request target (path and query), bytes.
 pub const MAX_URI: usize = 2048;
 /// Largest request head (all header names and values), bytes.
 pub const MAX_HEADERS: usize = 8192;
-/// hyper's read buffer per connection, bytes (a head larger than this is refused by hyper).
-pub const MAX_BUFFER: usize = 16 * 1024;
+/// hyper's smallest allowed read buffer, bytes (`Limits::max_request_bytes` is raised to it).
+pub const MIN_BUFFER: usize = 8192;
 /// Open connections; more are closed at once.
 pub const MAX_CONNECTIONS: usize = 512;
-/// Store reads running at once; more wait (within the deadline).
-pub const MAX_QUERIES: usize = 8;
+/// Store reads running at once; more wait (within the deadline). Two: on the small machines
+/// the daemon targets, more parallel scans only add contention with ingest for the cores, and
+/// answers are cached per store version (see `cache`), so few reads reach the store.
+pub const MAX_QUERIES: usize = 2;
 /// Largest page of verdicts.
 pub const MAX_PAGE: usize = 500;
 
@@ -85,7 +91,7 @@ fn refuse(req: &Request<Body>) -> Option<Response> {
 }
 
 /// The request limits and the access check, in that order; then the handler under
-/// [`DEADLINE`]. `/login` is the one path open without the token (it checks a code itself).
+/// the deadline (`Limits::deadline`). `/login` is the one path open without the token (it checks a code itself).
 pub(crate) async fn guard(
     State(state): State<Arc<AppState>>,
     req: Request<Body>,
@@ -98,13 +104,14 @@ pub(crate) async fn guard(
     if !open && !state.auth.authorized(req.headers()) {
         return unauthorized(req.uri().path().starts_with("/api/"));
     }
-    let mut resp = match tokio::time::timeout(DEADLINE, next.run(req)).await {
+    let deadline = state.limits.deadline;
+    let mut resp = match tokio::time::timeout(deadline, next.run(req)).await {
         Ok(r) => r,
         Err(_) => error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "busy: no answer within the {} s deadline; try again",
-                DEADLINE.as_secs()
+                deadline.as_secs()
             ),
         ),
     };

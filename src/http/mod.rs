@@ -7,7 +7,11 @@
 //! `GET`/`HEAD` are served; requests have a deadline and size limits (see [`guard`]).
 //!
 //! The server runs a small tokio runtime on its own threads, and every store read runs on a
-//! blocking thread, so a slow client never holds up ingest.
+//! blocking thread, so a slow client never holds up ingest. Every one of those threads (the
+//! acceptor, the runtime's workers and its blocking store-read threads) runs at the lowest CPU
+//! priority (nice 19, see [`lower_thread_priority`]); the ingest thread keeps its own. When
+//! clients and ingest want the same cores, the scheduler gives ingest the CPU and clients
+//! wait: a busy dashboard slows answers, not ingest.
 
 pub mod assets;
 pub mod auth;
@@ -22,6 +26,8 @@ use std::sync::Arc;
 
 use hyper_util::rt::{TokioIo, TokioTimer};
 use thiserror::Error;
+
+use crate::daemon::api::Limits;
 
 /// The default address: loopback only.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7878";
@@ -79,6 +85,8 @@ pub(crate) struct AppState {
     /// Whether a daemon ingests into this store (false for `novad serve`).
     pub live: bool,
     pub auth: auth::Auth,
+    /// The bounds shared with the query socket (request size, time to send it, deadline).
+    pub limits: Limits,
     /// Store reads running at once (each on a blocking thread).
     pub queries: tokio::sync::Semaphore,
     pub cache: cache::Cache,
@@ -87,11 +95,43 @@ pub(crate) struct AppState {
 /// Start serving `db` (the store in `store_dir`) per `cfg`: checks the address, creates or
 /// reads the access token, binds, then serves on background threads. Returns `Ok(None)` when
 /// the default address is taken (HTTP disabled, logged); every other failure is an error.
+/// Requests are bounded by the default [`Limits`] (the query socket's) and [`guard`]'s
+/// HTTP-only limits.
 pub fn start(
     store_dir: &Path,
     db: sled::Db,
     cfg: &HttpConfig,
     live: bool,
+) -> Result<Option<Server>, HttpError> {
+    start_with(store_dir, db, cfg, live, Limits::default())
+}
+
+/// Lower the calling thread to the lowest CPU priority (nice 19) with
+/// `setpriority(PRIO_PROCESS, gettid(), 19)`: on Linux a thread id there names that one
+/// thread, so the rest of the process (ingest) keeps its priority. Raising it back would need
+/// privileges, so this is for threads that only serve clients. A failure is logged and
+/// ignored (the thread then serves at normal priority). Elsewhere than Linux it does nothing.
+pub fn lower_thread_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: plain system calls on the calling thread's own id; no memory is shared.
+        let r = unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, 19)
+        };
+        if r != 0 {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "cannot lower an HTTP thread's priority");
+        }
+    }
+}
+
+/// [`start`] with explicit `limits`.
+pub fn start_with(
+    store_dir: &Path,
+    db: sled::Db,
+    cfg: &HttpConfig,
+    live: bool,
+    limits: Limits,
 ) -> Result<Option<Server>, HttpError> {
     if !cfg.addr.ip().is_loopback() && !cfg.allow_remote {
         return Err(HttpError::NotLoopback { addr: cfg.addr });
@@ -123,6 +163,7 @@ pub fn start(
         dir: store_dir.to_path_buf(),
         live,
         auth,
+        limits,
         queries: tokio::sync::Semaphore::new(guard::MAX_QUERIES),
         cache: Default::default(),
     });
@@ -130,12 +171,16 @@ pub fn start(
         .worker_threads(2)
         .max_blocking_threads(guard::MAX_QUERIES + 2)
         .thread_name("novad-http")
+        .on_thread_start(lower_thread_priority)
         .enable_all()
         .build()
         .map_err(HttpError::Runtime)?;
     std::thread::Builder::new()
         .name("novad-http-accept".into())
-        .spawn(move || rt.block_on(accept_loop(listener, state)))
+        .spawn(move || {
+            lower_thread_priority();
+            rt.block_on(accept_loop(listener, state))
+        })
         .map_err(HttpError::Runtime)?;
     Ok(Some(Server { addr, login_url }))
 }
@@ -159,8 +204,9 @@ pub fn start_opt(
     Ok(server)
 }
 
-/// Accept connections and serve each with HTTP/1.1 (keep-alive, header read timeout, bounded
-/// header buffer). Beyond [`guard::MAX_CONNECTIONS`] open connections, new ones are closed.
+/// Accept connections and serve each with HTTP/1.1 (keep-alive; the request head must arrive
+/// within [`Limits::request_timeout`] and fit in [`Limits::max_request_bytes`]). Beyond
+/// [`guard::MAX_CONNECTIONS`] open connections, new ones are closed.
 async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
@@ -171,6 +217,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
     };
     let app = routes::router(Arc::clone(&state));
     let open = Arc::new(AtomicUsize::new(0));
+    let limits = state.limits;
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(c) => c,
@@ -194,8 +241,8 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(guard::HEADER_READ_TIMEOUT)
-                .max_buf_size(guard::MAX_BUFFER)
+                .header_read_timeout(limits.request_timeout)
+                .max_buf_size(limits.max_request_bytes.max(guard::MIN_BUFFER))
                 .serve_connection(TokioIo::new(stream), service);
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "HTTP connection ended with an error");
