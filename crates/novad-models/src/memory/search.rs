@@ -54,8 +54,7 @@ pub struct DocMemory {
 }
 
 /// The posting list of one term: (slot, weight) of every stored document holding the term,
-/// and an upper bound on those weights (the largest weight ever in the list since it was last
-/// recomputed, which happens whenever the entry holding it is removed).
+/// and the largest of those weights.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Postings {
     pub(crate) entries: Vec<(u32, f32)>,
@@ -70,15 +69,10 @@ impl Postings {
         }
     }
 
-    /// Remove the entry of `slot`, keeping `max` the exact largest weight when it was the
-    /// removed entry's.
-    fn remove(&mut self, slot: u32) {
-        if let Some(i) = self.entries.iter().position(|e| e.0 == slot) {
-            let (_, w) = self.entries.swap_remove(i);
-            if w >= self.max {
-                self.max = self.entries.iter().map(|e| e.1).fold(0.0, f32::max);
-            }
-        }
+    /// Remove the entries of the slots marked in `gone`; `max` stays the largest weight left.
+    fn remove_slots(&mut self, gone: &[bool]) {
+        self.entries.retain(|e| !gone[e.0 as usize]);
+        self.max = self.entries.iter().map(|e| e.1).fold(0.0, f32::max);
     }
 }
 
@@ -190,18 +184,25 @@ impl DocMemory {
         st.finish()
     }
 
-    /// Carry out a plan made by [`Self::plan`] on this very state. Cost O(plan · postings of
-    /// the removed documents' terms).
+    /// Carry out a plan made by [`Self::plan`] on this very state. Cost O(plan + length of the
+    /// posting lists of the removed documents' terms): each such list is filtered once per
+    /// plan, however many of its entries the plan removes.
     pub fn apply(&mut self, plan: MemoryPlan) {
+        let mut gone = vec![false; self.slots.len()];
+        let mut keys: Vec<u64> = Vec::new();
         for &s in &plan.removed {
             if let Some(old) = self.slots[s as usize].take() {
-                for k in &old.vector.keys {
-                    if let Some(p) = self.postings.get_mut(k) {
-                        p.remove(s);
-                        if p.entries.is_empty() {
-                            self.postings.remove(k);
-                        }
-                    }
+                gone[s as usize] = true;
+                keys.extend(&old.vector.keys);
+            }
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        for k in keys {
+            if let Some(p) = self.postings.get_mut(&k) {
+                p.remove_slots(&gone);
+                if p.entries.is_empty() {
+                    self.postings.remove(&k);
                 }
             }
         }
@@ -493,6 +494,14 @@ mod tests {
             let entries: usize = m.postings.values().map(|p| p.entries.len()).sum();
             let stored: usize = m.docs().map(|(_, d)| d.vector.len()).sum();
             assert_eq!(entries, stored);
+            for p in m.postings.values() {
+                let max = p.entries.iter().map(|e| e.1).fold(0.0, f32::max);
+                assert_eq!(p.max, max, "a list's bound is its largest weight");
+                for &(s, w) in &p.entries {
+                    let d = &m.slots[s as usize].as_ref().unwrap().vector;
+                    assert!(d.weights.contains(&w));
+                }
+            }
         }
     }
 
