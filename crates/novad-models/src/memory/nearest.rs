@@ -2,7 +2,9 @@
 //! MaxScore pruning, finished by exact dot products.
 //!
 //! Query terms are processed by decreasing upper bound (query weight × largest weight in the
-//! term's posting list). Once the bounds of the remaining terms cannot lift a document that has
+//! term's posting list). What the remaining terms can add to any document is bounded by the
+//! smaller of the sum of their bounds and, by Cauchy-Schwarz, the ℓ2 norm of the query's
+//! remaining weights (stored vectors are unit). Once that bound cannot lift a document that has
 //! not been seen yet to the best exact cosine found so far, the remaining (long, common-term)
 //! posting lists are skipped and only the seen documents whose partial score plus the
 //! remaining bound can still reach the best are scored exactly.
@@ -24,6 +26,10 @@ use super::TermVector;
 /// Relative margin on every upper bound: covers the rounding of sums of at most a few hundred
 /// non-negative f64 products (≤ 1e-13 relative) many times over.
 const MARGIN: f64 = 1.0 + 1e-9;
+
+/// Bound on the ℓ2 norm of a stored vector, with margin: vectors are unit up to f32 rounding,
+/// and loaded ones are checked to ‖v‖² ≤ 1.001 (memory/parts.rs).
+const NORM: f64 = 1.001;
 
 /// Per-thread scratch of the search, sized to the memory's slots. `acc` is all zeros and
 /// `seen` all false between searches.
@@ -104,10 +110,14 @@ impl DocMemory {
             })
             .collect();
         terms.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
-        // rest[j]: bound on what terms j.. add to any document
+        // rest[j]: bound on what terms j.. add to any document: the sum of their bounds, and
+        // (Cauchy-Schwarz, stored vectors having ‖d‖ ≤ NORM) ‖q restricted to them‖ · NORM
         let mut rest = vec![0.0f64; terms.len() + 1];
+        let (mut sum, mut sq) = (0.0f64, 0.0f64);
         for j in (0..terms.len()).rev() {
-            rest[j] = rest[j + 1] + terms[j].0;
+            sum += terms[j].0;
+            sq += terms[j].1 as f64 * terms[j].1 as f64;
+            rest[j] = (sum * MARGIN).min(sq.sqrt() * NORM);
         }
         let Scratch { acc, seen, touched } = sc;
         let mut best: Best = None;
@@ -115,7 +125,7 @@ impl DocMemory {
         let mut scored_top = u32::MAX;
         let mut stop = terms.len();
         for (j, &(_, w, p)) in terms.iter().enumerate() {
-            let bound = rest[j] * MARGIN;
+            let bound = rest[j];
             // the best partial score so far is scored exactly as soon as it changes: its
             // exact cosine is the threshold the remaining bounds are compared against
             if top.1 != u32::MAX && top.1 != scored_top {
@@ -149,7 +159,7 @@ impl DocMemory {
             let partial = acc[i];
             acc[i] = 0.0;
             seen[i] = false;
-            if best.is_some_and(|b| (partial + remaining) * MARGIN < b.0) {
+            if best.is_some_and(|b| (partial * MARGIN + remaining) < b.0) {
                 continue;
             }
             let (c, no) = self.score(q, s);
