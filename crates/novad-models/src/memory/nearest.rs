@@ -119,25 +119,43 @@ impl DocMemory {
             sq += terms[j].1 as f64 * terms[j].1 as f64;
             rest[j] = (sum * MARGIN).min(sq.sqrt() * NORM);
         }
+        // work[j]: postings of terms j..
+        let mut work = vec![0usize; terms.len() + 1];
+        for j in (0..terms.len()).rev() {
+            work[j] = work[j + 1] + terms[j].2.entries.len();
+        }
+        let cost = q.len() + 128;
         let Scratch { acc, seen, touched } = sc;
         let mut best: Best = None;
         let mut top = (0.0f64, u32::MAX);
         let mut scored_top = u32::MAX;
         let mut stop = terms.len();
+        let mut next_check = usize::MAX;
         for (j, &(_, w, p)) in terms.iter().enumerate() {
             let bound = rest[j];
-            // the best partial score so far is scored exactly as soon as it changes: its
-            // exact cosine is the threshold the remaining bounds are compared against
-            if top.1 != u32::MAX && top.1 != scored_top {
+            // the best partial score is scored exactly once the remaining bound falls below
+            // it: its exact cosine is the threshold the remaining bounds are compared against
+            if top.1 != u32::MAX && top.1 != scored_top && bound < top.0 {
                 scored_top = top.1;
                 let (c, no) = self.score(q, top.1);
                 if better(best, c, no) {
                     best = Some((c, no, top.1));
                 }
             }
-            if best.is_some_and(|b| bound < b.0) {
-                stop = j;
-                break;
+            // stop when no unseen document can win and finishing the candidates exactly
+            // costs less than the remaining postings (checked at geometrically spaced points)
+            if let Some(b) = best.filter(|b| bound < b.0) {
+                if work[j] <= next_check && touched.len() <= work[j] / 4 {
+                    next_check = work[j] / 2;
+                    let need = touched
+                        .iter()
+                        .filter(|&&s| acc[s as usize] * MARGIN + bound >= b.0)
+                        .count();
+                    if need * cost <= work[j] {
+                        stop = j;
+                        break;
+                    }
+                }
             }
             let w = w as f64;
             for &(slot, v) in &p.entries {
