@@ -12,6 +12,7 @@
 //! most [`MAX_PART_BYTES`] bytes, laid out so that one timestep changes O(batch) parts.
 
 mod hybrid;
+mod nearest;
 mod parts;
 mod search;
 

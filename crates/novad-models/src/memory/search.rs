@@ -8,8 +8,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use rayon::prelude::*;
-
 use super::{DocRef, Eviction, MemoryError, MemoryParams, TermVector};
 
 /// A stored document. `no` numbers the documents offered to the memory (0, 1, 2, …).
@@ -46,13 +44,36 @@ pub struct DocMemory {
     pub(crate) slots: Vec<Option<StoredDoc>>,
     pub(crate) order: VecDeque<u32>,
     pub(crate) free: BTreeSet<u32>,
-    pub(crate) postings: HashMap<u64, Vec<(u32, f32)>>,
+    pub(crate) postings: HashMap<u64, Postings>,
     pub(crate) bytes: u64,
     pub(crate) live: usize,
     /// Documents offered so far (the next `no`).
     pub(crate) offered: u64,
     /// State of the reservoir's random generator.
     pub(crate) rng: u64,
+}
+
+/// The posting list of one term: (slot, weight) of every stored document holding the term,
+/// and the largest of those weights.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Postings {
+    pub(crate) entries: Vec<(u32, f32)>,
+    pub(crate) max: f32,
+}
+
+impl Postings {
+    fn push(&mut self, slot: u32, w: f32) {
+        self.entries.push((slot, w));
+        if w > self.max {
+            self.max = w;
+        }
+    }
+
+    /// Remove the entries of the slots marked in `gone`; `max` stays the largest weight left.
+    fn remove_slots(&mut self, gone: &[bool]) {
+        self.entries.retain(|e| !gone[e.0 as usize]);
+        self.max = self.entries.iter().map(|e| e.1).fold(0.0, f32::max);
+    }
 }
 
 /// What one batch does to a [`DocMemory`]; see [`DocMemory::plan`].
@@ -136,61 +157,6 @@ impl DocMemory {
             .filter_map(|(i, d)| d.as_ref().map(|d| (i as u32, d)))
     }
 
-    /// The nearest stored document of `q` by cosine (ties: the most recently offered), or
-    /// `None` when no stored document shares a term with it. Cost: the postings of q's terms.
-    pub fn nearest(&self, q: &TermVector) -> Option<Neighbour> {
-        let mut acc = vec![0.0; self.slots.len()];
-        self.nearest_with(q, &mut acc, &mut Vec::new())
-    }
-
-    /// [`Self::nearest`] for every query, in parallel; each result depends only on its query
-    /// and the memory.
-    pub fn nearest_batch(&self, qs: &[&TermVector]) -> Vec<Option<Neighbour>> {
-        let n = self.slots.len();
-        qs.par_iter()
-            .map_init(
-                || (vec![0.0f64; n], Vec::<u32>::new()),
-                |(acc, touched), q| self.nearest_with(q, acc, touched),
-            )
-            .collect()
-    }
-
-    fn nearest_with(
-        &self,
-        q: &TermVector,
-        acc: &mut [f64],
-        touched: &mut Vec<u32>,
-    ) -> Option<Neighbour> {
-        for (k, &w) in q.keys.iter().zip(&q.weights) {
-            if let Some(p) = self.postings.get(k) {
-                for &(slot, v) in p {
-                    let a = &mut acc[slot as usize];
-                    if *a == 0.0 {
-                        touched.push(slot);
-                    }
-                    *a += w as f64 * v as f64;
-                }
-            }
-        }
-        let mut best: Option<(f64, u64, u32)> = None;
-        for &s in touched.iter() {
-            let c = acc[s as usize];
-            acc[s as usize] = 0.0;
-            let no = self.slots[s as usize].as_ref().map_or(0, |d| d.no);
-            if best.is_none_or(|(bc, bno, _)| c > bc || (c == bc && no > bno)) {
-                best = Some((c, no, s));
-            }
-        }
-        touched.clear();
-        best.and_then(|(c, _, s)| {
-            let d = self.slots[s as usize].as_ref()?;
-            Some(Neighbour {
-                reference: d.reference,
-                cosine: c.clamp(0.0, 1.0),
-            })
-        })
-    }
-
     /// Decide where a batch goes (empty vectors are skipped and do not count as offered),
     /// without changing the memory. Cost O(batch · log), independent of the stored amount.
     pub fn plan(&self, docs: &[(DocRef, &TermVector)]) -> MemoryPlan {
@@ -218,20 +184,25 @@ impl DocMemory {
         st.finish()
     }
 
-    /// Carry out a plan made by [`Self::plan`] on this very state. Cost O(plan · postings of
-    /// the removed documents' terms).
+    /// Carry out a plan made by [`Self::plan`] on this very state. Cost O(plan + length of the
+    /// posting lists of the removed documents' terms): each such list is filtered once per
+    /// plan, however many of its entries the plan removes.
     pub fn apply(&mut self, plan: MemoryPlan) {
+        let mut gone = vec![false; self.slots.len()];
+        let mut keys: Vec<u64> = Vec::new();
         for &s in &plan.removed {
             if let Some(old) = self.slots[s as usize].take() {
-                for k in &old.vector.keys {
-                    if let Some(p) = self.postings.get_mut(k) {
-                        if let Some(i) = p.iter().position(|e| e.0 == s) {
-                            p.swap_remove(i);
-                        }
-                        if p.is_empty() {
-                            self.postings.remove(k);
-                        }
-                    }
+                gone[s as usize] = true;
+                keys.extend(&old.vector.keys);
+            }
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        for k in keys {
+            if let Some(p) = self.postings.get_mut(&k) {
+                p.remove_slots(&gone);
+                if p.entries.is_empty() {
+                    self.postings.remove(&k);
                 }
             }
         }
@@ -239,7 +210,7 @@ impl DocMemory {
         for (s, d) in plan.slots {
             if let Some(d) = &d {
                 for (k, &w) in d.vector.keys.iter().zip(&d.vector.weights) {
-                    self.postings.entry(*k).or_default().push((s, w));
+                    self.postings.entry(*k).or_default().push(s, w);
                 }
                 self.free.remove(&s);
             } else {
@@ -280,7 +251,7 @@ impl DocMemory {
                 }
                 Some(d) => {
                     for (k, &w) in d.vector.keys.iter().zip(&d.vector.weights) {
-                        self.postings.entry(*k).or_default().push((s as u32, w));
+                        self.postings.entry(*k).or_default().push(s as u32, w);
                     }
                     self.bytes += doc_bytes(&d.vector);
                     self.live += 1;
@@ -520,9 +491,17 @@ mod tests {
             }
             assert_eq!(m.offered(), 120);
             // postings hold exactly the stored entries
-            let entries: usize = m.postings.values().map(|p| p.len()).sum();
+            let entries: usize = m.postings.values().map(|p| p.entries.len()).sum();
             let stored: usize = m.docs().map(|(_, d)| d.vector.len()).sum();
             assert_eq!(entries, stored);
+            for p in m.postings.values() {
+                let max = p.entries.iter().map(|e| e.1).fold(0.0, f32::max);
+                assert_eq!(p.max, max, "a list's bound is its largest weight");
+                for &(s, w) in &p.entries {
+                    let d = &m.slots[s as usize].as_ref().unwrap().vector;
+                    assert!(d.weights.contains(&w));
+                }
+            }
         }
     }
 
