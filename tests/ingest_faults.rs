@@ -59,23 +59,7 @@ fn synth(n: usize, tag: &str, seed: u64) -> String {
 
 /// Start `novad run` with exactly `args` after the inbox and store (no test defaults).
 fn start_with(d: &Dirs, args: &[&str]) -> Daemon {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(d.log())
-        .unwrap();
-    let child = Command::new(bin())
-        .args(["run", "--inbox"])
-        .arg(d.inbox())
-        .arg("--store")
-        .arg(d.store())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    Daemon { child }
+    Daemon::start_exactly(d, args)
 }
 
 fn log_of(d: &Dirs) -> String {

@@ -96,7 +96,16 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// `novad run` with the tests' short settle and poll times, then `extra`.
     pub fn start(d: &Dirs, extra: &[&str]) -> Daemon {
+        let mut args = vec!["--settle-ms", "200", "--poll-ms", "100"];
+        args.extend_from_slice(extra);
+        Daemon::start_exactly(d, &args)
+    }
+
+    /// `novad run` with exactly `args` after the inbox and store (no test defaults); its log
+    /// is appended to `d.log()`.
+    pub fn start_exactly(d: &Dirs, args: &[&str]) -> Daemon {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -107,8 +116,7 @@ impl Daemon {
             .arg(d.inbox())
             .arg("--store")
             .arg(d.store())
-            .args(["--settle-ms", "200", "--poll-ms", "100"])
-            .args(extra)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
