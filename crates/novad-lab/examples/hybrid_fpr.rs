@@ -6,7 +6,7 @@
 //!     cargo run --release --example hybrid_fpr -- [seed] [corpus]
 use std::path::PathBuf;
 
-use novad_lab::eval::{cikm_protocol, CikmSizes};
+use novad_lab::eval::{cikm_protocol, CikmSizes, FlagCounts};
 use novad_models::memory::{DocRef, Hybrid, HybridDoc, HybridParams, TermVector};
 use novad_models::{Model, Params};
 
@@ -26,7 +26,7 @@ fn main() {
     let mut model = Model::new(params.clone()).expect("valid parameters");
     let mut hybrid = Hybrid::new(HybridParams::default()).expect("valid parameters");
     println!("timestep  threshold  FPR(non-novel flagged)  TPR(novel flagged)  flagged");
-    let (mut fp, mut neg, mut tp, mut pos) = (0usize, 0usize, 0usize, 0usize);
+    let mut all = FlagCounts::default();
     for (t, ts) in stream.timesteps.iter().enumerate() {
         let texts: Vec<&str> = ts.docs.iter().map(|d| d.text.as_str()).collect();
         let (next, out) = model.step(&texts).expect("model step");
@@ -57,34 +57,28 @@ fn main() {
         if ts.bootstrap {
             continue;
         }
-        let (mut f, mut n, mut tt, mut p) = (0, 0, 0, 0);
-        for (d, v) in ts.docs.iter().zip(&step.verdicts) {
-            if v.empty {
-                continue;
-            }
-            if d.novel {
-                p += 1;
-                tt += v.novel as usize;
-            } else {
-                n += 1;
-                f += v.novel as usize;
-            }
-        }
+        let c = FlagCounts::count(
+            ts.docs
+                .iter()
+                .zip(&step.verdicts)
+                .map(|(d, v)| (d.novel, v.empty, v.novel)),
+        );
         println!(
             "{t:>8} {:>10.4} {:>23.3} {:>19.3} {:>8}",
             step.threshold.unwrap_or(f64::NAN),
-            f as f64 / n.max(1) as f64,
-            tt as f64 / p.max(1) as f64,
-            f + tt
+            c.fpr(),
+            c.tpr(),
+            c.false_pos + c.true_pos
         );
-        fp += f;
-        neg += n;
-        tp += tt;
-        pos += p;
+        all.add(c);
     }
     println!(
-        "all: FPR {:.3} ({fp}/{neg} non-novel flagged), TPR {:.3} ({tp}/{pos} novel flagged)",
-        fp as f64 / neg.max(1) as f64,
-        tp as f64 / pos.max(1) as f64
+        "all: FPR {:.3} ({}/{} non-novel flagged), TPR {:.3} ({}/{} novel flagged)",
+        all.fpr(),
+        all.false_pos,
+        all.non_novel,
+        all.tpr(),
+        all.true_pos,
+        all.novel
     );
 }

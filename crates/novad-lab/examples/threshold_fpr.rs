@@ -7,7 +7,7 @@
 //! `novad eval` and reads each verdict's `novel` flag as the daemon would store it.
 use std::path::Path;
 
-use novad_lab::eval::{cikm_protocol, CikmSizes};
+use novad_lab::eval::{cikm_protocol, CikmSizes, FlagCounts};
 use novad_models::{Model, Params};
 
 fn main() {
@@ -23,7 +23,7 @@ fn main() {
     let stream = cikm_protocol(&posts, &CikmSizes::default(), seed).unwrap();
     let mut model = Model::new(params).unwrap();
     println!("timestep  threshold  FPR(non-novel flagged)  TPR(novel flagged)  flagged");
-    let (mut fp, mut neg, mut tp, mut pos) = (0usize, 0usize, 0usize, 0usize);
+    let mut all = FlagCounts::default();
     for (t, ts) in stream.timesteps.iter().enumerate() {
         let texts: Vec<&str> = ts.docs.iter().map(|d| d.text.as_str()).collect();
         let (m, out) = model.step(&texts).unwrap();
@@ -31,34 +31,28 @@ fn main() {
         if ts.bootstrap {
             continue;
         }
-        let (mut f, mut n, mut tt, mut p) = (0, 0, 0, 0);
-        for (d, v) in ts.docs.iter().zip(&out.verdicts) {
-            if v.empty {
-                continue;
-            }
-            if d.novel {
-                p += 1;
-                tt += v.novel as usize;
-            } else {
-                n += 1;
-                f += v.novel as usize;
-            }
-        }
+        let c = FlagCounts::count(
+            ts.docs
+                .iter()
+                .zip(&out.verdicts)
+                .map(|(d, v)| (d.novel, v.empty, v.novel)),
+        );
         println!(
             "{t:>8} {:>10.4} {:>23.3} {:>19.3} {:>8}",
             out.stats.threshold.unwrap_or(f64::NAN),
-            f as f64 / n as f64,
-            tt as f64 / p as f64,
+            c.fpr(),
+            c.tpr(),
             out.stats.novel
         );
-        fp += f;
-        neg += n;
-        tp += tt;
-        pos += p;
+        all.add(c);
     }
     println!(
-        "all: FPR {:.3} ({fp}/{neg} non-novel flagged), TPR {:.3} ({tp}/{pos} novel flagged)",
-        fp as f64 / neg as f64,
-        tp as f64 / pos as f64
+        "all: FPR {:.3} ({}/{} non-novel flagged), TPR {:.3} ({}/{} novel flagged)",
+        all.fpr(),
+        all.false_pos,
+        all.non_novel,
+        all.tpr(),
+        all.true_pos,
+        all.novel
     );
 }

@@ -39,8 +39,8 @@ pub use hybrid::{HybridEvalParams, HybridRun};
 pub use novad_models::metrics::{auc, roc_points};
 pub use ostc::{run_ostc_eval, OstcEvalArgs, OstcEvalError, OstcEvalSummary};
 pub use protocol::{
-    cikm_protocol, parse_jsonl_stream, read_jsonl_stream, CikmSizes, EvalDoc, Period, Stream,
-    Timestep,
+    cikm_protocol, parse_jsonl_stream, read_jsonl_stream, CikmSizes, EvalDoc, FlagCounts, Period,
+    Stream, Timestep,
 };
 pub use report::{parse_table1, Table1};
 pub use results::{Column, ColumnResult, EvalSummary, Results, Summary, TimestepResult};

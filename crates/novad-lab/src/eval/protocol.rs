@@ -532,3 +532,50 @@ mod tests {
         );
     }
 }
+
+/// How a threshold rule's verdicts split over the labels of one timestep (empty documents are
+/// left out): non-novel documents flagged (false positives) and novel ones flagged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlagCounts {
+    pub false_pos: usize,
+    pub non_novel: usize,
+    pub true_pos: usize,
+    pub novel: usize,
+}
+
+impl FlagCounts {
+    /// Count `(label novel, verdict empty, verdict novel)` triples.
+    pub fn count(verdicts: impl IntoIterator<Item = (bool, bool, bool)>) -> FlagCounts {
+        let mut c = FlagCounts::default();
+        for (label, empty, flagged) in verdicts {
+            if empty {
+                continue;
+            }
+            if label {
+                c.novel += 1;
+                c.true_pos += flagged as usize;
+            } else {
+                c.non_novel += 1;
+                c.false_pos += flagged as usize;
+            }
+        }
+        c
+    }
+
+    pub fn add(&mut self, o: FlagCounts) {
+        self.false_pos += o.false_pos;
+        self.non_novel += o.non_novel;
+        self.true_pos += o.true_pos;
+        self.novel += o.novel;
+    }
+
+    /// Share of non-novel documents flagged (0 when there are none).
+    pub fn fpr(&self) -> f64 {
+        self.false_pos as f64 / self.non_novel.max(1) as f64
+    }
+
+    /// Share of novel documents flagged (0 when there are none).
+    pub fn tpr(&self) -> f64 {
+        self.true_pos as f64 / self.novel.max(1) as f64
+    }
+}
