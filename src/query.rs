@@ -254,7 +254,35 @@ pub fn verdict_json(v: &VerdictRecord) -> serde_json::Value {
         "empty": v.empty,
         "at_ceiling": v.at_ceiling,
         "terms": v.terms.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(),
+        "hybrid": v.hybrid.as_ref().map(|h| serde_json::json!({
+            "model_score": h.model_score,
+            "model_quantile": h.model_quantile,
+            "nn_score": h.nn_score,
+            "nn_quantile": h.nn_quantile,
+            "nearest": h.nearest.as_ref().map(|n| serde_json::json!({
+                "doc_id": n.doc_id,
+                "time": fmt_time(n.time),
+                "timestep": n.timestep,
+                "cosine": n.cosine,
+            })),
+        })),
     })
+}
+
+/// The table's explanation of a hybrid verdict: the model's own score and the nearest earlier
+/// document with its cosine (`-` without a detector, `none` when no earlier document shares
+/// a term).
+fn nearest_cell(v: &VerdictRecord) -> String {
+    match &v.hybrid {
+        None => "-".into(),
+        Some(h) => match &h.nearest {
+            Some(n) => {
+                let id: String = n.doc_id.chars().take(24).collect();
+                format!("{:.3} {id} ({:.2})", h.model_score, n.cosine)
+            }
+            None => format!("{:.3} none", h.model_score),
+        },
+    }
 }
 
 fn csv_field(s: &str) -> String {
@@ -280,13 +308,27 @@ pub fn write_verdicts(
         Format::Csv => {
             writeln!(
                 out,
-                "doc_id,time,timestep,source,score,novel,bootstrap,empty,terms"
+                "doc_id,time,timestep,source,score,novel,bootstrap,empty,terms,\
+                 model_score,nn_score,nearest_id,nearest_cosine"
             )?;
             for v in vs {
                 let terms: Vec<&str> = v.terms.iter().map(|t| t.0.as_str()).collect();
+                let (ms, ns, nid, ncos) = match &v.hybrid {
+                    None => Default::default(),
+                    Some(h) => (
+                        format!("{:.6}", h.model_score),
+                        format!("{:.6}", h.nn_score),
+                        h.nearest
+                            .as_ref()
+                            .map_or(String::new(), |n| n.doc_id.clone()),
+                        h.nearest
+                            .as_ref()
+                            .map_or(String::new(), |n| format!("{:.6}", n.cosine)),
+                    ),
+                };
                 writeln!(
                     out,
-                    "{},{},{},{},{:.6},{},{},{},{}",
+                    "{},{},{},{},{:.6},{},{},{},{},{ms},{ns},{},{ncos}",
                     csv_field(&v.doc_id),
                     fmt_time(v.time),
                     v.timestep,
@@ -295,15 +337,26 @@ pub fn write_verdicts(
                     v.novel,
                     v.bootstrap,
                     v.empty,
-                    csv_field(&terms.join(" "))
+                    csv_field(&terms.join(" ")),
+                    csv_field(&nid),
                 )?;
             }
         }
         Format::Table => {
+            let hybrid = vs.iter().any(|v| v.hybrid.is_some());
             writeln!(
                 out,
-                "{:<24} {:<24} {:>5} {:>8} {:<5} why (top residual terms)",
-                "time", "doc_id", "step", "score", "novel"
+                "{:<24} {:<24} {:>5} {:>8} {:<5} why (top residual terms){}",
+                "time",
+                "doc_id",
+                "step",
+                "score",
+                "novel",
+                if hybrid {
+                    "  |  model score, nearest earlier document (cosine)"
+                } else {
+                    ""
+                }
             )?;
             for v in vs {
                 let flag = if v.bootstrap {
@@ -317,9 +370,14 @@ pub fn write_verdicts(
                 };
                 let terms: Vec<&str> = v.terms.iter().take(5).map(|t| t.0.as_str()).collect();
                 let id: String = v.doc_id.chars().take(24).collect();
+                let near = if hybrid {
+                    format!("  |  {}", nearest_cell(v))
+                } else {
+                    String::new()
+                };
                 writeln!(
                     out,
-                    "{:<24} {:<24} {:>5} {:>8.4} {:<5} {}",
+                    "{:<24} {:<24} {:>5} {:>8.4} {:<5} {}{near}",
                     fmt_time(v.time),
                     id,
                     v.timestep,

@@ -16,6 +16,7 @@ mod m0002_model_kind_topic_fields;
 mod m0003_topic_lambda;
 mod m0004_file_ranges;
 mod m0005_one_layout_named_params;
+mod m0006_hybrid_explanations;
 
 /// One version step.
 pub struct Migration {
@@ -51,5 +52,10 @@ pub const MIGRATIONS: &[Migration] = &[
         from: 5,
         name: "0005_one_layout_named_params",
         apply: m0005_one_layout_named_params::apply,
+    },
+    Migration {
+        from: 6,
+        name: "0006_hybrid_explanations",
+        apply: m0006_hybrid_explanations::apply,
     },
 ];

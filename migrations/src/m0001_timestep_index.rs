@@ -28,7 +28,10 @@ pub fn apply(db: &sled::Db) -> Result<(), String> {
     let mut by_step: BTreeMap<u64, TimestepRecord> = BTreeMap::new();
     for kv in verdicts.iter() {
         let (_, v) = kv.map_err(|e| e.to_string())?;
-        let v: VerdictRecord = postcard::from_bytes(&v).map_err(|e| format!("verdict: {e}"))?;
+        // a record of these formats lacks the last field (the hybrid explanation): its `None`
+        let mut b = v.to_vec();
+        b.push(0);
+        let v: VerdictRecord = postcard::from_bytes(&b).map_err(|e| format!("verdict: {e}"))?;
         let r = by_step.entry(v.timestep).or_insert_with(|| TimestepRecord {
             timestep: v.timestep,
             file: v.source.clone(),

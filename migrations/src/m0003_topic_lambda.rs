@@ -68,8 +68,27 @@ impl ParamsV3 {
             unseen_weight: self.unseen_weight,
             threshold: self.threshold,
             text: self.text,
+            hybrid: None,
         }
     }
+}
+
+/// Format-4 parameters are today's [`Params`] without its last field, `hybrid` (which came
+/// with JSON parameters): decode them with postcard's one-byte `None` appended.
+fn decode_v4(bytes: &[u8]) -> Option<Params> {
+    let mut b = bytes.to_vec();
+    b.push(0);
+    exact(&b)
+}
+
+/// [`Params`] (without a hybrid detector) in the format-4 encoding.
+fn encode_v4(p: &Params) -> Result<Vec<u8>, String> {
+    if p.hybrid.is_some() {
+        return Err("format-4 parameters have no hybrid detector".into());
+    }
+    let mut b = postcard::to_stdvec(p).map_err(|e| e.to_string())?;
+    b.pop(); // the trailing `None`
+    Ok(b)
 }
 
 /// Decode `bytes` as exactly one `T` (no trailing bytes).
@@ -95,16 +114,13 @@ pub fn apply(db: &sled::Db) -> Result<(), String> {
     let Some(bytes) = meta.get(KEY_PARAMS).map_err(e)? else {
         return Ok(());
     };
-    if exact::<Params>(&bytes).is_some() {
+    if decode_v4(&bytes).is_some() {
         return Ok(());
     }
     let old: ParamsV3 =
         exact(&bytes).ok_or_else(|| "parameters decode neither as format 3 nor 4".to_string())?;
-    meta.insert(
-        KEY_PARAMS,
-        postcard::to_stdvec(&old.upgrade()).map_err(|e| e.to_string())?,
-    )
-    .map_err(e)?;
+    meta.insert(KEY_PARAMS, encode_v4(&old.upgrade())?)
+        .map_err(e)?;
     Ok(())
 }
 
@@ -141,17 +157,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::Config::new().path(dir.path()).open().unwrap();
         let meta = db.open_tree(META).unwrap();
-        let mut want = Params::default();
+        // format-4 stores predate the hybrid detector
+        let mut want = Params {
+            hybrid: None,
+            ..Default::default()
+        };
         want.coding.lambda = 0.25;
         want.seed = 7;
         let old = postcard::to_stdvec(&v3_of(&want)).unwrap();
         assert!(
-            exact::<Params>(&old).is_none(),
+            decode_v4(&old).is_none(),
             "format 3 bytes must not pass as format 4"
         );
         meta.insert(KEY_PARAMS, old).unwrap();
         apply(&db).unwrap();
-        let got: Params = postcard::from_bytes(&meta.get(KEY_PARAMS).unwrap().unwrap()).unwrap();
+        let got = decode_v4(&meta.get(KEY_PARAMS).unwrap().unwrap()).unwrap();
         want.topics.as_mut().unwrap().lambda = 0.25;
         assert_eq!(got, want);
         // idempotent: a second run leaves the format-4 bytes alone

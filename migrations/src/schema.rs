@@ -16,7 +16,7 @@ use novad_models::{StepStats, TopicKind};
 
 /// Current store format version. Bumped by every layout change, with a migration in
 /// this crate.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 pub const META: &str = "meta";
 pub const VOCAB: &str = "vocab";
@@ -92,6 +92,36 @@ pub struct VerdictRecord {
     pub at_ceiling: bool,
     /// Why novel: top residual terms with their residual mass.
     pub terms: Vec<(String, f32)>,
+    /// The hybrid detector's explanation (`score` is then the fused score); `None` for a
+    /// store that runs the model's own score and for records from before format 7. Keep it
+    /// the last field: format-6 records decode by appending its `None` byte.
+    pub hybrid: Option<HybridRecord>,
+}
+
+/// How the hybrid detector scored a document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HybridRecord {
+    /// The model's own score, and its quantile under the model-score history.
+    pub model_score: f64,
+    pub model_quantile: f64,
+    /// 1 − cosine to the nearest remembered earlier document (1 when none shares a term), and
+    /// its quantile under the NN-score history.
+    pub nn_score: f64,
+    pub nn_quantile: f64,
+    /// The nearest remembered earlier document, if any shares a term.
+    pub nearest: Option<NearestRecord>,
+}
+
+/// A remembered earlier document: its id, the key of its verdict ([`verdict_key`]: time,
+/// timestep, seq) and its cosine to the judged document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NearestRecord {
+    /// Empty when its verdict could not be read at ingest time.
+    pub doc_id: String,
+    pub time: i64,
+    pub timestep: u64,
+    pub seq: u32,
+    pub cosine: f32,
 }
 
 /// What one timestep consumed of a batch file. Keyed in `files` by the blake3 hash of the

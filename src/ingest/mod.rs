@@ -17,8 +17,11 @@ use thiserror::Error;
 
 use crate::batch::{parse_batch, BatchDoc, BatchError};
 use crate::store::schema::{topic_key, TopicRecord};
-use crate::store::schema::{FileRange, FileRecord, TimestepRecord, VerdictRecord};
+use crate::store::schema::{
+    FileRange, FileRecord, HybridRecord, NearestRecord, TimestepRecord, VerdictRecord,
+};
 use crate::store::{CommitStats, Store, StoreError, TimestepWrite};
+use novad_models::memory::HybridVerdict;
 use novad_models::{Engine, ModelParams};
 use novad_models::{EngineError, StepOutput, StepStats};
 
@@ -198,7 +201,8 @@ impl Ingestor {
         t0: Instant,
     ) -> Result<Outcome, IngestError> {
         let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
-        let (model, out) = match self.engine.step(&texts) {
+        let times: Vec<i64> = docs.iter().map(|d| d.time).collect();
+        let (model, out) = match self.engine.step_at(&texts, &times) {
             Ok(r) => r,
             Err(e @ EngineError::NonFinite(_)) | Err(e @ EngineError::Inconsistent(_)) => {
                 return Ok(Outcome::Rejected(format!(
@@ -210,7 +214,8 @@ impl Ingestor {
             }
         };
         let timestep = self.engine.timestep();
-        let (verdicts, topics) = step_records(src.name, timestep, docs, &model, &out, now_ms);
+        let (verdicts, topics) =
+            step_records(src.name, timestep, docs, &model, &out, now_ms, &self.store);
         let hex: String = src.key.iter().map(|b| format!("{b:02x}")).collect();
         let write = TimestepWrite {
             verdicts,
@@ -252,6 +257,28 @@ impl Ingestor {
     }
 }
 
+/// The stored form of the hybrid detector's explanation of one verdict.
+fn hybrid_record(h: &HybridVerdict, store: &Store) -> HybridRecord {
+    HybridRecord {
+        model_score: h.model_score,
+        model_quantile: h.model_quantile,
+        nn_score: h.nn_score,
+        nn_quantile: h.nn_quantile,
+        nearest: h.nearest.map(|(r, cosine)| NearestRecord {
+            doc_id: store
+                .verdict_at(r.time, r.timestep, r.seq)
+                .ok()
+                .flatten()
+                .map(|v| v.doc_id)
+                .unwrap_or_default(),
+            time: r.time,
+            timestep: r.timestep,
+            seq: r.seq,
+            cosine: cosine as f32,
+        }),
+    }
+}
+
 /// A (key, value) pair of a tree.
 type KeyValue = (Vec<u8>, Vec<u8>);
 
@@ -263,12 +290,14 @@ fn step_records(
     model: &Engine,
     out: &StepOutput,
     now_ms: i64,
+    store: &Store,
 ) -> (Vec<VerdictRecord>, Vec<KeyValue>) {
     let verdicts: Vec<VerdictRecord> = docs
         .iter()
         .zip(&out.verdicts)
         .enumerate()
         .map(|(i, (d, v))| VerdictRecord {
+            hybrid: out.hybrid.get(i).map(|h| hybrid_record(h, store)),
             doc_id: d.id.clone(),
             time: d.time,
             timestep,

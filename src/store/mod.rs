@@ -23,10 +23,10 @@ pub mod snapshot;
 mod state;
 pub mod topics;
 
-use state::parts_state;
 pub use state::state_digest_of;
+use state::{chunk_key, parts_state};
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
@@ -34,8 +34,9 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
 use thiserror::Error;
 
+use novad_models::memory::PartsDelta;
 use novad_models::Params;
-use novad_models::{Engine, ModelParams};
+use novad_models::{Engine, ModelParams, INCREMENTAL_PREFIX};
 use novad_models::{EngineError, ModelKind};
 use schema::*;
 
@@ -152,6 +153,9 @@ pub struct CommitStats {
 
 /// A state chunk: (index in [`ALL_TREES`], key).
 pub(crate) type ChunkKey = (usize, Vec<u8>);
+
+/// A write of one commit: (tree index, key, new value or `None` to remove).
+type Op = (usize, Vec<u8>, Option<Vec<u8>>);
 
 /// An open store. Holds sled's exclusive lock on the directory until dropped.
 pub struct Store {
@@ -411,7 +415,8 @@ impl Store {
     /// timestep's records. Not durable until [`Store::flush`].
     pub fn commit(&mut self, engine: &Engine, write: &TimestepWrite) -> Result<CommitStats> {
         let now = write.record.committed_at;
-        // 1. The state as (tree, key) → bytes.
+        // 1. The state as (tree, key) → bytes; the memory's documents as a delta.
+        let sw = engine.state_write();
         let mut state: Vec<(ChunkKey, Vec<u8>)> = vec![
             (
                 (0, KEY_MODEL.to_vec()),
@@ -419,26 +424,15 @@ impl Store {
             ),
             ((0, KEY_PARAMS.to_vec()), engine.params().to_bytes()),
         ];
-        parts_state(engine, write.record.stats.atoms as u64, now, &mut state);
-        // 2. Diff against what is stored.
-        let mut ops: Vec<(usize, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
-        let mut new_cache: HashMap<(usize, Vec<u8>), blake3::Hash> = HashMap::new();
-        for (key, bytes) in state {
-            let h = blake3::hash(&bytes);
-            if self.cache.get(&key) != Some(&h) {
-                ops.push((key.0, key.1.clone(), Some(bytes)));
-            }
-            new_cache.insert(key, h);
-        }
-        let mut removed: Vec<&(usize, Vec<u8>)> = self
-            .cache
-            .keys()
-            .filter(|k| !new_cache.contains_key(*k))
-            .collect();
-        removed.sort();
-        for (t, k) in removed {
-            ops.push((*t, k.clone(), None));
-        }
+        parts_state(
+            engine,
+            &sw.full,
+            write.record.stats.atoms as u64,
+            now,
+            &mut state,
+        );
+        // 2. Diff against what is stored; `changes` is applied to the cache once committed.
+        let (mut ops, changes) = self.state_ops(state, sw.incremental.as_ref());
         // 3. The timestep's records.
         let vi = ALL_TREES.iter().position(|n| *n == VERDICTS).unwrap();
         for v in &write.verdicts {
@@ -496,7 +490,12 @@ impl Store {
             Err(TransactionError::Storage(e)) => return Err(self.sled(e)),
             Err(TransactionError::Abort(())) => unreachable!("the closure never aborts"),
         }
-        self.cache = new_cache;
+        for (k, h) in changes {
+            match h {
+                Some(h) => self.cache.insert(k, h),
+                None => self.cache.remove(&k),
+            };
+        }
         self.pending
             .push(sidecar::JournalLine::Timestep(sidecar::JournalEntry {
                 timestep: write.record.timestep,
@@ -511,6 +510,78 @@ impl Store {
             committed_at: now,
         });
         Ok(stats)
+    }
+
+    /// The verdict stored under (time, timestep, seq), if any.
+    pub fn verdict_at(&self, time: i64, timestep: u64, seq: u32) -> Result<Option<VerdictRecord>> {
+        let key = verdict_key(time, timestep, seq);
+        match self.tree(VERDICTS).get(key).map_err(|e| self.sled(e))? {
+            None => Ok(None),
+            Some(v) => postcard::from_bytes(&v)
+                .map(Some)
+                .map_err(|e| self.corrupt("verdict", e)),
+        }
+    }
+
+    /// The write operations that turn the stored state into `state` (every chunk given in
+    /// full) plus `incremental` (changes to the chunks under [`INCREMENTAL_PREFIX`], which are
+    /// otherwise kept), and the cache changes they make. Unchanged chunks are not written.
+    fn state_ops(
+        &self,
+        state: Vec<(ChunkKey, Vec<u8>)>,
+        incremental: Option<&PartsDelta>,
+    ) -> (Vec<Op>, Vec<(ChunkKey, Option<blake3::Hash>)>) {
+        let mut ops: Vec<Op> = Vec::new();
+        let mut changes = Vec::new();
+        let mut seen: HashSet<ChunkKey> = HashSet::with_capacity(state.len());
+        for (key, bytes) in state {
+            let h = blake3::hash(&bytes);
+            if self.cache.get(&key) != Some(&h) {
+                ops.push((key.0, key.1.clone(), Some(bytes)));
+                changes.push((key.clone(), Some(h)));
+            }
+            seen.insert(key);
+        }
+        let kept = |k: &ChunkKey| {
+            incremental.is_some()
+                && k.0 == PARTS_TREE
+                && k.1.starts_with(INCREMENTAL_PREFIX.as_bytes())
+        };
+        let mut removed: Vec<&ChunkKey> = self
+            .cache
+            .keys()
+            .filter(|k| !seen.contains(*k) && !kept(k))
+            .collect();
+        if let Some(d) = incremental {
+            for (k, bytes) in part_chunks(&d.put) {
+                let key = (PARTS_TREE, k);
+                let h = blake3::hash(&bytes);
+                if self.cache.get(&key) != Some(&h) {
+                    ops.push((key.0, key.1.clone(), Some(bytes)));
+                    changes.push((key, Some(h)));
+                }
+            }
+            // chunks past a rewritten part's new end, and every chunk of a deleted part
+            let put = d
+                .put
+                .iter()
+                .map(|(n, b)| (n, b.len().div_ceil(PART_CHUNK_BYTES).max(1)));
+            let gone = d.delete.iter().map(|n| (n, 0));
+            for (name, from) in put.chain(gone) {
+                let mut i = from as u32;
+                while let Some((k, _)) = self.cache.get_key_value(&chunk_key(name, i)) {
+                    removed.push(k);
+                    i += 1;
+                }
+            }
+        }
+        removed.sort();
+        removed.dedup();
+        for k in removed {
+            ops.push((k.0, k.1.clone(), None));
+            changes.push((k.clone(), None));
+        }
+        (ops, changes)
     }
 
     /// Make every committed transaction durable, then record it outside sled: the journal

@@ -22,9 +22,11 @@ pub fn state_digest_of<'a>(
     h.finalize().to_hex().to_string()
 }
 
-/// A model's state chunks (the `parts` tree) and its summary in `meta/state`.
+/// A model's state chunks (the `parts` tree) and its summary in `meta/state`: the chunks of
+/// `full` (the parts [`Engine::state_write`] gives in full).
 pub(super) fn parts_state(
     engine: &Engine,
+    full: &[(String, Vec<u8>)],
     atoms: u64,
     now: i64,
     state: &mut Vec<(ChunkKey, Vec<u8>)>,
@@ -46,7 +48,15 @@ pub(super) fn parts_state(
         (0, KEY_STATE.to_vec()),
         postcard::to_stdvec(&meta_state).unwrap(),
     ));
-    for (k, v) in part_chunks(&engine.state_parts()) {
+    for (k, v) in part_chunks(full) {
         state.push(((PARTS_TREE, k), v));
     }
+}
+
+/// The chunk key of chunk `i` of part `name` (the layout of [`part_chunks`]).
+pub(super) fn chunk_key(name: &str, i: u32) -> ChunkKey {
+    let mut k = name.as_bytes().to_vec();
+    k.push(0);
+    k.extend_from_slice(&u32_key(i));
+    (PARTS_TREE, k)
 }

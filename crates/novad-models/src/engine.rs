@@ -12,8 +12,13 @@ use thiserror::Error;
 
 use crate::dnmf::{DnmfModel, DnmfParams};
 use crate::l1::{Model, Params};
+use crate::memory::{
+    DocRef, Hybrid, HybridDoc, HybridParams, HybridStep, MemoryError, PartsDelta, TermVector,
+    DOC_PARTS_PREFIX,
+};
 use crate::model::{
-    parts_digest_bytes, EngineError, ModelKind, ParamsError, PartsModel, StepOutput,
+    parts_digest_bytes, EngineError, Judge, Judgement, ModelKind, ParamsError, PartsModel, Scored,
+    StepOutput,
 };
 use crate::ostc::{OstcModel, OstcParams};
 use crate::text::Vocabulary;
@@ -101,7 +106,12 @@ impl ModelParams {
     /// position). Only the store migration to format 5 needs it.
     pub fn from_postcard(kind: ModelKind, bytes: &[u8]) -> Result<ModelParams, ParamsFormatError> {
         Ok(match kind {
-            ModelKind::L1 => ModelParams::L1(postcard::from_bytes(bytes)?),
+            ModelKind::L1 => {
+                // those stores predate the hybrid detector, the last field: decode its None
+                let mut with_none = bytes.to_vec();
+                with_none.push(0);
+                ModelParams::L1(postcard::from_bytes(&with_none)?)
+            }
             ModelKind::Dnmf => ModelParams::Dnmf(postcard::from_bytes(bytes)?),
             ModelKind::Ostc => ModelParams::Ostc(OstcParams::from_stored(bytes)?),
         })
@@ -131,102 +141,346 @@ impl From<Params> for ModelParams {
     }
 }
 
-/// A running model of any kind.
+/// A running model of any kind, with the hybrid detector when its parameters ask for one.
 #[derive(Debug, Clone)]
-pub enum Engine {
+pub struct Engine {
+    model: Inner,
+    hybrid: Option<Box<Hybrid>>,
+    /// The memory parts the step that made this engine changed (see [`Engine::state_write`]).
+    delta: Option<PartsDelta>,
+}
+
+#[derive(Debug, Clone)]
+enum Inner {
     L1(Box<Model>),
     Dnmf(Box<DnmfModel>),
     Ostc(Box<OstcModel>),
 }
 
+/// The model state as [`Engine::state_write`] hands it to a store.
+#[derive(Debug, Clone)]
+pub struct StateWrite {
+    /// Parts given in full: every part, or (with `incremental`) every part outside
+    /// [`INCREMENTAL_PREFIX`].
+    pub full: Vec<(String, Vec<u8>)>,
+    /// When set, the parts under [`INCREMENTAL_PREFIX`] are the previous step's ones changed
+    /// by this delta (O(batch) parts, whatever the memory holds).
+    pub incremental: Option<PartsDelta>,
+}
+
+/// The part names [`StateWrite::incremental`] covers: the memory's documents.
+pub const INCREMENTAL_PREFIX: &str = DOC_PARTS_PREFIX;
+
+impl ModelParams {
+    /// The hybrid detector's parameters, if this parameter set asks for it (ℓ1 and OSTC).
+    pub fn hybrid(&self) -> Option<&HybridParams> {
+        match self {
+            ModelParams::L1(p) => p.hybrid.as_ref(),
+            ModelParams::Ostc(p) => p.hybrid.as_ref(),
+            ModelParams::Dnmf(_) => None,
+        }
+    }
+}
+
+fn memory_err(e: MemoryError) -> EngineError {
+    match e {
+        MemoryError::Params(p) => EngineError::Params(p),
+        other => EngineError::Inconsistent(other.to_string()),
+    }
+}
+
+/// The hybrid detector as a [`Judge`]: scores the batch against the state before it and keeps
+/// the step (verdicts and plan) for [`Engine::step_at`].
+struct HybridJudge<'a> {
+    hybrid: &'a Hybrid,
+    timestep: u64,
+    times: &'a [i64],
+    step: Option<HybridStep>,
+}
+
+impl Judge for HybridJudge<'_> {
+    fn judge(&mut self, b: &Scored) -> Result<Judgement, EngineError> {
+        let vectors: Vec<TermVector> = b
+            .vectors
+            .iter()
+            .map(|v| TermVector::from_sparse(v, |id| b.vocab.term(id)))
+            .collect();
+        if vectors.len() != b.scores.len() || self.times.len() != b.scores.len() {
+            return Err(EngineError::Inconsistent(format!(
+                "{} vectors and {} times for {} documents",
+                vectors.len(),
+                self.times.len(),
+                b.scores.len()
+            )));
+        }
+        let docs: Vec<HybridDoc> = vectors
+            .iter()
+            .enumerate()
+            .map(|(i, v)| HybridDoc {
+                reference: DocRef {
+                    timestep: self.timestep,
+                    seq: i as u32,
+                    time: self.times[i],
+                },
+                vector: v,
+                model_score: b.scores[i],
+            })
+            .collect();
+        let step = self
+            .hybrid
+            .step(&docs, b.rule, b.silent)
+            .map_err(memory_err)?;
+        let j = Judgement {
+            novel: step.verdicts.iter().map(|v| v.novel).collect(),
+            threshold: step.threshold,
+        };
+        self.step = Some(step);
+        Ok(j)
+    }
+}
+
 impl Engine {
-    /// A new, empty model.
+    /// A new, empty model (and an empty hybrid detector when `params` asks for one).
     pub fn new(params: ModelParams) -> Result<Engine, ParamsError> {
-        Ok(match params {
-            ModelParams::L1(p) => Engine::L1(Box::new(Model::new(p)?)),
-            ModelParams::Dnmf(p) => Engine::Dnmf(Box::new(DnmfModel::new(p)?)),
-            ModelParams::Ostc(p) => Engine::Ostc(Box::new(OstcModel::new(p)?)),
+        params.validate()?;
+        let hybrid = match params.hybrid() {
+            Some(h) => Some(Box::new(Hybrid::new(h.clone()).map_err(|e| match e {
+                MemoryError::Params(p) => p,
+                other => ParamsError::OutOfRange {
+                    field: "hybrid",
+                    want: "a valid hybrid detector",
+                    got: other.to_string(),
+                },
+            })?)),
+            None => None,
+        };
+        let model = match params {
+            ModelParams::L1(p) => Inner::L1(Box::new(Model::new(p)?)),
+            ModelParams::Dnmf(p) => Inner::Dnmf(Box::new(DnmfModel::new(p)?)),
+            ModelParams::Ostc(p) => Inner::Ostc(Box::new(OstcModel::new(p)?)),
+        };
+        Ok(Engine {
+            model,
+            hybrid,
+            delta: None,
         })
     }
 
     pub fn kind(&self) -> ModelKind {
-        match self {
-            Engine::L1(_) => ModelKind::L1,
-            Engine::Dnmf(_) => ModelKind::Dnmf,
-            Engine::Ostc(_) => ModelKind::Ostc,
+        match &self.model {
+            Inner::L1(_) => ModelKind::L1,
+            Inner::Dnmf(_) => ModelKind::Dnmf,
+            Inner::Ostc(_) => ModelKind::Ostc,
         }
     }
 
     pub fn params(&self) -> ModelParams {
-        match self {
-            Engine::L1(m) => ModelParams::L1(m.params().clone()),
-            Engine::Dnmf(m) => ModelParams::Dnmf(m.params().clone()),
-            Engine::Ostc(m) => ModelParams::Ostc(m.params().clone()),
+        match &self.model {
+            Inner::L1(m) => ModelParams::L1(m.params().clone()),
+            Inner::Dnmf(m) => ModelParams::Dnmf(m.params().clone()),
+            Inner::Ostc(m) => ModelParams::Ostc(m.params().clone()),
         }
     }
 
-    /// One timestep (pure: self is unchanged).
+    /// The hybrid detector, when the store runs one.
+    pub fn hybrid(&self) -> Option<&Hybrid> {
+        self.hybrid.as_deref()
+    }
+
+    /// One timestep (pure: self is unchanged), documents timed by their position in the
+    /// stream (time = timestep). See [`Self::step_at`].
     pub fn step(&self, texts: &[&str]) -> Result<(Engine, StepOutput), EngineError> {
-        match self {
-            Engine::L1(m) => m.step(texts).map(|(m, o)| (Engine::L1(Box::new(m)), o)),
-            Engine::Dnmf(m) => m.step(texts).map(|(m, o)| (Engine::Dnmf(Box::new(m)), o)),
-            Engine::Ostc(m) => m.step(texts).map(|(m, o)| (Engine::Ostc(Box::new(m)), o)),
+        let times = vec![self.timestep() as i64; texts.len()];
+        self.step_at(texts, &times)
+    }
+
+    /// One timestep (pure: self is unchanged). `times[i]` is document i's time (the caller's
+    /// unit; the hybrid detector's nearest-document references carry it). With the hybrid
+    /// detector the verdicts' scores are the fused scores, novelty is decided on them, topics
+    /// group those novel documents, and `StepOutput::hybrid` explains each verdict.
+    pub fn step_at(
+        &self,
+        texts: &[&str],
+        times: &[i64],
+    ) -> Result<(Engine, StepOutput), EngineError> {
+        if times.len() != texts.len() {
+            return Err(EngineError::Inconsistent(format!(
+                "{} times for {} documents",
+                times.len(),
+                texts.len()
+            )));
         }
+        let mut judge = self.hybrid.as_deref().map(|h| HybridJudge {
+            hybrid: h,
+            timestep: self.timestep(),
+            times,
+            step: None,
+        });
+        let j: Option<&mut dyn Judge> = judge.as_mut().map(|j| j as &mut dyn Judge);
+        let (model, mut out) = match &self.model {
+            Inner::L1(m) => m
+                .step_judged(texts, j)
+                .map(|(m, o)| (Inner::L1(Box::new(m)), o))?,
+            Inner::Dnmf(m) => m.step(texts).map(|(m, o)| (Inner::Dnmf(Box::new(m)), o))?,
+            Inner::Ostc(m) => m
+                .step_judged(texts, j)
+                .map(|(m, o)| (Inner::Ostc(Box::new(m)), o))?,
+        };
+        let (hybrid, delta) = match (&self.hybrid, judge.and_then(|j| j.step)) {
+            (Some(h), Some(step)) => {
+                let delta = h.plan_delta(&step.plan);
+                let mut next = h.clone();
+                next.apply(step.plan);
+                for (v, hv) in out.verdicts.iter_mut().zip(&step.verdicts) {
+                    v.score = hv.score;
+                }
+                out.hybrid = step.verdicts;
+                (Some(next), Some(delta))
+            }
+            (None, _) => (None, None),
+            (Some(_), None) => {
+                return Err(EngineError::Inconsistent(
+                    "the model did not consult the hybrid detector".into(),
+                ))
+            }
+        };
+        Ok((
+            Engine {
+                model,
+                hybrid,
+                delta,
+            },
+            out,
+        ))
     }
 
     /// Index the next batch gets.
     pub fn timestep(&self) -> u64 {
-        match self {
-            Engine::L1(m) => m.timestep(),
-            Engine::Dnmf(m) => m.timestep(),
-            Engine::Ostc(m) => m.timestep(),
+        match &self.model {
+            Inner::L1(m) => m.timestep(),
+            Inner::Dnmf(m) => m.timestep(),
+            Inner::Ostc(m) => m.timestep(),
         }
     }
 
     pub fn vocab(&self) -> &Vocabulary {
-        match self {
-            Engine::L1(m) => m.vocab(),
-            Engine::Dnmf(m) => m.vocab(),
-            Engine::Ostc(m) => m.vocab(),
+        match &self.model {
+            Inner::L1(m) => m.vocab(),
+            Inner::Dnmf(m) => m.vocab(),
+            Inner::Ostc(m) => m.vocab(),
         }
     }
 
-    /// The state as named parts ([`PartsModel::state_parts`]).
+    fn model_parts(&self) -> Vec<(String, Vec<u8>)> {
+        match &self.model {
+            Inner::L1(m) => m.state_parts(),
+            Inner::Dnmf(m) => m.state_parts(),
+            Inner::Ostc(m) => m.state_parts(),
+        }
+    }
+
+    /// The whole state as named parts ([`PartsModel::state_parts`]): the model's, then the
+    /// hybrid detector's (`hybrid/…`, `memory/…`).
     pub fn state_parts(&self) -> Vec<(String, Vec<u8>)> {
-        match self {
-            Engine::L1(m) => m.state_parts(),
-            Engine::Dnmf(m) => m.state_parts(),
-            Engine::Ostc(m) => m.state_parts(),
+        let mut out = self.model_parts();
+        if let Some(h) = &self.hybrid {
+            out.extend(h.state_parts());
+        }
+        out
+    }
+
+    /// The state as a store writes it after a step: everything except the memory's documents
+    /// in full, and the documents as the delta of the step that made this engine (O(batch)).
+    /// An engine not made by a step (new, or loaded) gives every part in full.
+    pub fn state_write(&self) -> StateWrite {
+        match (&self.hybrid, &self.delta) {
+            (Some(h), Some(d)) => {
+                let mut full = self.model_parts();
+                full.extend(h.state_parts_except_docs());
+                let incremental = PartsDelta {
+                    put: d
+                        .put
+                        .iter()
+                        .filter(|(n, _)| n.starts_with(INCREMENTAL_PREFIX))
+                        .cloned()
+                        .collect(),
+                    delete: d
+                        .delete
+                        .iter()
+                        .filter(|n| n.starts_with(INCREMENTAL_PREFIX))
+                        .cloned()
+                        .collect(),
+                };
+                StateWrite {
+                    full,
+                    incremental: Some(incremental),
+                }
+            }
+            _ => StateWrite {
+                full: self.state_parts(),
+                incremental: None,
+            },
         }
     }
 
-    /// Rebuild a model of `params`' kind from its parts ([`PartsModel::from_state_parts`]).
+    /// Rebuild a model of `params`' kind from its parts ([`PartsModel::from_state_parts`]);
+    /// with a hybrid detector in `params`, its parts must be there and agree with `params`.
     pub fn from_state_parts(
         params: ModelParams,
         parts: &BTreeMap<String, Vec<u8>>,
     ) -> Result<Engine, EngineError> {
-        Ok(match params {
-            ModelParams::L1(p) => Engine::L1(Box::new(Model::from_state_parts(p, parts)?)),
-            ModelParams::Dnmf(p) => Engine::Dnmf(Box::new(DnmfModel::from_state_parts(p, parts)?)),
-            ModelParams::Ostc(p) => Engine::Ostc(Box::new(OstcModel::from_state_parts(p, parts)?)),
+        let hybrid = match params.hybrid() {
+            Some(want) => {
+                let h = Hybrid::from_state_parts(parts.iter().map(|(n, b)| (n.as_str(), &b[..])))
+                    .map_err(memory_err)?;
+                if h.params() != want {
+                    return Err(EngineError::Inconsistent(
+                        "the hybrid detector's state does not match its parameters".into(),
+                    ));
+                }
+                Some(Box::new(h))
+            }
+            None => None,
+        };
+        let model = match params {
+            ModelParams::L1(p) => Inner::L1(Box::new(Model::from_state_parts(p, parts)?)),
+            ModelParams::Dnmf(p) => Inner::Dnmf(Box::new(DnmfModel::from_state_parts(p, parts)?)),
+            ModelParams::Ostc(p) => Inner::Ostc(Box::new(OstcModel::from_state_parts(p, parts)?)),
+        };
+        Ok(Engine {
+            model,
+            hybrid,
+            delta: None,
         })
     }
 
     /// A canonical byte image of the model's logical content (parameters and state, encoded
     /// from the values in memory, not from any store layout): equal bytes ⇔ identical models.
     /// `novad digest` hashes it, so a store migration that keeps the model keeps the digest.
+    /// Without a hybrid detector it is the model's image alone (digests of stores that predate
+    /// the detector are unchanged).
     pub fn to_bytes(&self) -> Vec<u8> {
-        match self {
-            Engine::L1(m) => m.to_bytes(),
-            Engine::Dnmf(m) => parts_digest_bytes(m.as_ref()),
-            Engine::Ostc(m) => parts_digest_bytes(m.as_ref()),
+        let mut out = match &self.model {
+            Inner::L1(m) => m.to_bytes(),
+            Inner::Dnmf(m) => parts_digest_bytes(m.as_ref()),
+            Inner::Ostc(m) => parts_digest_bytes(m.as_ref()),
+        };
+        if let Some(h) = &self.hybrid {
+            out.extend(b"hybrid");
+            for (name, bytes) in h.state_parts() {
+                out.extend((name.len() as u64).to_le_bytes());
+                out.extend(name.as_bytes());
+                out.extend((bytes.len() as u64).to_le_bytes());
+                out.extend(bytes);
+            }
         }
+        out
     }
 
     /// The ℓ1 model, if this is one.
     pub fn as_l1(&self) -> Option<&Model> {
-        match self {
-            Engine::L1(m) => Some(m),
+        match &self.model {
+            Inner::L1(m) => Some(m),
             _ => None,
         }
     }

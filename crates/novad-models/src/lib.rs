@@ -27,7 +27,7 @@ pub mod ostc;
 pub mod text;
 pub mod threshold;
 
-pub use engine::{Engine, ModelParams};
+pub use engine::{Engine, ModelParams, StateWrite, INCREMENTAL_PREFIX};
 pub use l1::{Model, Params};
 pub use model::{
     Document, EngineError, ModelKind, ParamsError, PartsModel, StepOutput, StepStats, TextParams,

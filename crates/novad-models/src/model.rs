@@ -103,6 +103,67 @@ pub struct StepOutput {
     /// Emerging topics among this batch's novel documents (largest first).
     pub topics: Vec<Topic>,
     pub stats: StepStats,
+    /// The hybrid detector's verdict on each document (its explanation: component scores and
+    /// nearest earlier document), in batch order; empty when the model's own score decides.
+    /// When present, `verdicts[i].score` is the fused score and `hybrid[i].model_score` the
+    /// model's own.
+    pub hybrid: Vec<crate::memory::HybridVerdict>,
+}
+
+/// A scored batch as a model hands it to a [`Judge`], after scoring and before anything that
+/// depends on which documents are novel (topics, atom injection).
+#[derive(Debug, Clone, Copy)]
+pub struct Scored<'a> {
+    /// TF-IDF vectors of the batch, ids in `vocab`.
+    pub vectors: &'a [SparseDoc],
+    /// The vocabulary after observing the batch.
+    pub vocab: &'a Vocabulary,
+    /// The model's novelty scores, finite, in [0, 1].
+    pub scores: &'a [f64],
+    /// Documents with at least one known term (the others are never novel).
+    pub eligible: &'a [bool],
+    /// No document of this batch may be novel (the bootstrap batch, or a batch before the
+    /// model could bootstrap); the judge still sees it so that it can learn from it.
+    pub silent: bool,
+    /// The model's threshold rule.
+    pub rule: &'a crate::threshold::ThresholdRule,
+}
+
+/// Which documents of a scored batch are novel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    /// One flag per document; never true for an ineligible document or a silent batch.
+    pub novel: Vec<bool>,
+    /// The threshold applied to the judge's own score, if one was.
+    pub threshold: Option<f64>,
+}
+
+/// Decides novelty in place of a model's own threshold (the hybrid detector is one). A model
+/// that is given a judge calls it exactly once per step, with every document of the batch.
+pub trait Judge {
+    fn judge(&mut self, batch: &Scored) -> Result<Judgement, EngineError>;
+}
+
+/// The judgement of `judge`, or `own` when there is none; checks the judge's answer has one
+/// flag per document and flags nothing it may not.
+pub(crate) fn judged(
+    judge: Option<&mut (dyn Judge + '_)>,
+    batch: &Scored,
+    own: impl FnOnce() -> (Vec<bool>, f64),
+) -> Result<(Vec<bool>, f64), EngineError> {
+    let Some(j) = judge else { return Ok(own()) };
+    let d = j.judge(batch)?;
+    let bad = d.novel.len() != batch.scores.len()
+        || d.novel
+            .iter()
+            .zip(batch.eligible)
+            .any(|(&n, &e)| n && (batch.silent || !e));
+    if bad {
+        return Err(EngineError::Inconsistent(
+            "the judge's verdicts do not match the batch".into(),
+        ));
+    }
+    Ok((d.novel, d.threshold.unwrap_or(f64::INFINITY)))
 }
 
 #[derive(Debug, Error)]

@@ -127,6 +127,7 @@ mod tests {
             empty: false,
             at_ceiling: false,
             terms: vec![("error".into(), 0.5)],
+            hybrid: None,
         };
         let data = serde_json::to_string(&v).unwrap();
         assert!(Trailer::parse(&data).is_none(), "{data}");

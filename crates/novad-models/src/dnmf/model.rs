@@ -685,6 +685,7 @@ fn output(verdicts: Vec<Verdict>, topics: Vec<Topic>, stats: StepStats) -> StepO
         codes: Vec::new(),
         topics,
         stats,
+        hybrid: Vec::new(),
     }
 }
 

@@ -14,7 +14,10 @@ use crate::l1::dictionary::{
     bootstrap, codes_to_csc, docs_to_csr, oiadmm_step, refresh_atoms, remap_rows, Multiplier,
 };
 use crate::l1::params::Params;
-use crate::model::{decode_part, Code, EngineError, ParamsError, StepOutput, StepStats, Verdict};
+use crate::model::{
+    decode_part, judged, Code, EngineError, Judge, ParamsError, Scored, StepOutput, StepStats,
+    Verdict,
+};
 use crate::text::{tfidf_l1, SparseDoc, Tokenizer, Vocabulary};
 use crate::threshold::{decide, ScoreHistory, ThresholdRule};
 
@@ -222,6 +225,17 @@ impl Model {
         &self,
         docs: &[D],
     ) -> Result<(Model, StepOutput), EngineError> {
+        self.step_judged(docs, None)
+    }
+
+    /// [`Self::step`] with novelty decided by `judge` instead of the model's threshold (the
+    /// model's score history is still kept); topics are found among the judge's novel
+    /// documents.
+    pub fn step_judged<D: AsRef<str> + Sync>(
+        &self,
+        docs: &[D],
+        judge: Option<&mut (dyn Judge + '_)>,
+    ) -> Result<(Model, StepOutput), EngineError> {
         let t0 = Instant::now();
         let p = &self.params;
         let tok = self.tokenizer();
@@ -298,11 +312,22 @@ impl Model {
         if scores.iter().any(|s| !s.is_finite()) {
             return Err(EngineError::NonFinite("scores"));
         }
-        let (novel, thr) = if is_bootstrap || !bootstrapped {
-            (vec![false; n], f64::INFINITY)
-        } else {
-            decide(&p.threshold, &history, &scores, &eligible)
+        let silent = is_bootstrap || !bootstrapped;
+        let scored = Scored {
+            vectors: &vectors,
+            vocab: &vocab,
+            scores: &scores,
+            eligible: &eligible,
+            silent,
+            rule: &p.threshold,
         };
+        let (novel, thr) = judged(judge, &scored, || {
+            if silent {
+                (vec![false; n], f64::INFINITY)
+            } else {
+                decide(&p.threshold, &history, &scores, &eligible)
+            }
+        })?;
         stats.threshold = thr.is_finite().then_some(thr);
         let half_life = match p.threshold {
             ThresholdRule::Adaptive { half_life, .. } => half_life,
@@ -491,6 +516,7 @@ impl Model {
                 codes,
                 topics,
                 stats,
+                hybrid: Vec::new(),
             },
         ))
     }

@@ -25,7 +25,7 @@ use crate::text::SparseDoc;
 pub use hybrid::{
     cdf, Fusion, Hybrid, HybridDoc, HybridParams, HybridPlan, HybridStep, HybridVerdict,
 };
-pub use parts::{PartsDelta, MAX_PART_BYTES};
+pub use parts::{PartsDelta, DOC_PREFIX as DOC_PARTS_PREFIX, MAX_PART_BYTES};
 pub use search::{DocMemory, MemoryPlan, Neighbour};
 
 /// Which stored document makes room when a cap is reached.

@@ -20,7 +20,8 @@ pub const MAX_PART_BYTES: usize = 4096;
 pub(crate) const DOC_HEADER_BYTES: usize = 40;
 const DOC_VERSION: u8 = 1;
 const META: &str = "memory/meta";
-const DOC_PREFIX: &str = "memory/doc/";
+/// Prefix of the memory's document parts (one per stored document).
+pub const DOC_PREFIX: &str = "memory/doc/";
 
 /// Parts to write and parts to delete, by name.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -260,6 +261,14 @@ impl Hybrid {
     /// The whole state as named parts, sorted by name, every part ≤ [`MAX_PART_BYTES`]:
     /// `hybrid/meta`, the history parts and the memory's parts ([`DocMemory::state_parts`]).
     pub fn state_parts(&self) -> Vec<(String, Vec<u8>)> {
+        let mut out = self.fixed_parts();
+        out.extend(self.memory.state_parts());
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// `hybrid/meta` and the history parts.
+    fn fixed_parts(&self) -> Vec<(String, Vec<u8>)> {
         let meta = HybridMeta {
             version: 1,
             fusion: self.params.fusion,
@@ -275,7 +284,22 @@ impl Hybrid {
             self.nn_history.clone(),
             self.fused_history.clone(),
         ]));
-        out.extend(self.memory.state_parts());
+        out
+    }
+
+    /// [`Self::state_parts`] without the memory's document parts (those under [`DOC_PREFIX`]):
+    /// the few parts every step rewrites.
+    pub fn state_parts_except_docs(&self) -> Vec<(String, Vec<u8>)> {
+        let mut out = self.fixed_parts();
+        out.push((
+            META.to_string(),
+            meta_bytes(
+                &self.memory.params,
+                self.memory.offered,
+                self.memory.rng,
+                self.memory.slots.len(),
+            ),
+        ));
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }

@@ -32,9 +32,10 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::memory::HybridParams;
 use crate::model::{
-    check, check_nonneg, EngineError, ParamsError, StepOutput, StepStats, TextParams, Topic,
-    TopicKind, Verdict,
+    check, check_nonneg, judged, EngineError, Judge, ParamsError, Scored, StepOutput, StepStats,
+    TextParams, Topic, TopicKind, Verdict,
 };
 use crate::ostc::coding::{
     code_doc, code_doc_collapsed, fold_in, CodeParams, DocBlock, DocCode, INIT_ITERS,
@@ -43,7 +44,7 @@ use crate::ostc::dictionary::{
     check_dictionary, init_dictionary, init_dictionary_from_docs, learning_rate, remap_dictionary,
     step, StepRule,
 };
-use crate::text::{Tokenizer, Vocabulary};
+use crate::text::{tfidf_l1, SparseDoc, Tokenizer, Vocabulary};
 use crate::threshold::{decide, ScoreHistory, ThresholdRule, BINS};
 
 /// Every parameter of an OSTC model. Fixed when a store is created.
@@ -119,6 +120,10 @@ pub struct OstcParams {
     /// ([`DEFAULT_SCORE_BACKGROUND`]).
     #[serde(default = "default_score_background")]
     pub score_background: f64,
+    /// The hybrid detector (see [`crate::l1::Params::hybrid`]); None = the model's own score.
+    /// Keep it the last field (legacy postcard parameters decode by appending its `None`).
+    #[serde(default)]
+    pub hybrid: Option<HybridParams>,
 }
 
 /// [`OstcParams`] as stored before the score fields existed (the same fields in the same
@@ -258,6 +263,7 @@ impl Default for OstcParams {
             score: ScoreRule::default(),
             score_scale: None,
             score_background: DEFAULT_SCORE_BACKGROUND,
+            hybrid: Some(HybridParams::default()),
         }
     }
 }
@@ -265,8 +271,12 @@ impl Default for OstcParams {
 impl OstcParams {
     /// Decode parameters as stores up to format 4 held them (postcard): the current layout,
     /// or the layout before the score fields, which then take their defaults.
+    /// Those stores predate the hybrid detector: it decodes as None (postcard's `None` byte is
+    /// appended for the last field).
     pub fn from_stored(bytes: &[u8]) -> Result<OstcParams, postcard::Error> {
-        postcard::from_bytes::<OstcParams>(bytes).or_else(|err| {
+        let mut with_none = bytes.to_vec();
+        with_none.push(0);
+        postcard::from_bytes::<OstcParams>(&with_none).or_else(|err| {
             let Ok(l) = postcard::from_bytes::<LegacyParams>(bytes) else {
                 return Err(err);
             };
@@ -298,6 +308,7 @@ impl OstcParams {
                 score: ScoreRule::default(),
                 score_scale: None,
                 score_background: DEFAULT_SCORE_BACKGROUND,
+                hybrid: None,
             })
         })
     }
@@ -695,6 +706,17 @@ impl OstcModel {
 
     /// Process one batch. Pure: `self` is not modified.
     pub fn step(&self, texts: &[&str]) -> Result<(OstcModel, StepOutput), EngineError> {
+        self.step_judged(texts, None)
+    }
+
+    /// [`Self::step`] with novelty decided by `judge` instead of the model's threshold (the
+    /// model's score history is still kept; topics group the judge's novel documents). The
+    /// judge sees the batch's TF-IDF vectors, which the output then carries too.
+    pub fn step_judged(
+        &self,
+        texts: &[&str],
+        mut judge: Option<&mut (dyn Judge + '_)>,
+    ) -> Result<(OstcModel, StepOutput), EngineError> {
         let t0 = Instant::now();
         let p = &self.params;
         let cp = p.code();
@@ -769,11 +791,30 @@ impl OstcModel {
             return Err(EngineError::NonFinite("scores"));
         }
         stats.seconds_coding = t1.elapsed().as_secs_f64();
-        let (novel, thr) = if !self.initialised || is_bootstrap {
-            (vec![false; n], f64::INFINITY)
+        let silent = !self.initialised || is_bootstrap;
+        let vectors: Vec<SparseDoc> = if judge.is_some() {
+            counts
+                .iter()
+                .map(|c| tfidf_l1(c, |id| vocab.df(id), vocab.docs_seen()))
+                .collect()
         } else {
-            decide(&p.threshold, &self.history, &scores, &eligible)
+            Vec::new()
         };
+        let scored = Scored {
+            vectors: &vectors,
+            vocab: &vocab,
+            scores: &scores,
+            eligible: &eligible,
+            silent,
+            rule: &p.threshold,
+        };
+        let (novel, thr) = judged(judge.take(), &scored, || {
+            if silent {
+                (vec![false; n], f64::INFINITY)
+            } else {
+                decide(&p.threshold, &self.history, &scores, &eligible)
+            }
+        })?;
         stats.threshold = thr.is_finite().then_some(thr);
         let mut history = self.history.clone();
         let kept: Vec<f64> = scores
@@ -940,10 +981,11 @@ impl OstcModel {
             model,
             StepOutput {
                 verdicts,
-                vectors: Vec::new(),
+                vectors,
                 codes: Vec::new(),
                 topics,
                 stats,
+                hybrid: Vec::new(),
             },
         ))
     }
