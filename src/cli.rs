@@ -39,6 +39,8 @@ pub enum ParamArgsError {
     L1Only(ModelKind),
     #[error("{flag} does not apply to the {kind} model")]
     NotApplicable { flag: &'static str, kind: ModelKind },
+    #[error("--memory-docs sets the hybrid detector's memory; this {0} parameter set runs the model's own score (--detector model)")]
+    NeedsHybrid(ModelKind),
     #[error("{0}")]
     Threshold(String),
     #[error(transparent)]
@@ -228,32 +230,29 @@ impl ParamArgs {
         Ok(Some(p))
     }
 
-    /// `--detector` and `--memory-docs`.
+    /// `--detector`, `--memory-docs`, and `--seed` for the memory's random choices too.
     fn apply_detector(&self, p: &mut ModelParams, kind: ModelKind) -> Result<(), ParamArgsError> {
-        if self.detector.is_none() && self.memory_docs.is_none() {
-            return Ok(());
-        }
-        let flag = if self.detector.is_some() {
-            "--detector"
-        } else {
-            "--memory-docs"
-        };
-        let slot = p
-            .hybrid_mut()
-            .ok_or(ParamArgsError::NotApplicable { flag, kind })?;
-        match self.detector.as_deref() {
-            Some("model") => *slot = None,
-            Some(_) => {
+        if let Some(d) = self.detector.as_deref() {
+            let slot = p.hybrid_mut().ok_or(ParamArgsError::NotApplicable {
+                flag: "--detector",
+                kind,
+            })?;
+            if d == "model" {
+                *slot = None;
+            } else {
                 slot.get_or_insert_with(HybridParams::default);
             }
-            None => {}
         }
         if let Some(n) = self.memory_docs {
-            let h = slot.as_mut().ok_or(ParamArgsError::NotApplicable {
+            let slot = p.hybrid_mut().ok_or(ParamArgsError::NotApplicable {
                 flag: "--memory-docs",
                 kind,
             })?;
+            let h = slot.as_mut().ok_or(ParamArgsError::NeedsHybrid(kind))?;
             h.memory.max_docs = n;
+        }
+        if let (Some(seed), Some(Some(h))) = (self.seed, p.hybrid_mut()) {
+            h.memory.seed = seed;
         }
         Ok(())
     }

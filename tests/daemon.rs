@@ -339,3 +339,104 @@ fn emerging_topics_are_listed_while_the_daemon_runs() {
     assert!(status.contains("topics"), "status shows topics: {status}");
     assert_eq!(daemon.stop_ref(), 0);
 }
+
+/// Drop the walk-through's three days into a daemon started with `args`; the third day's
+/// verdicts (JSON lines).
+fn walk_through(args: &[&str]) -> (Dirs, Vec<serde_json::Value>) {
+    let d = Dirs::new();
+    let mut daemon = Daemon::start(&d, args);
+    let batches = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/batches");
+    let mut names: Vec<_> = std::fs::read_dir(batches)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    names.sort();
+    for p in &names {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        d.drop_file(&name, &std::fs::read(p).unwrap());
+    }
+    wait_for(60, "three batches processed", || {
+        files_in(&d.processed()).len() == names.len()
+    });
+    let s = store_arg(&d);
+    let day3 = jsonl(&novad_ok(&[
+        "verdicts",
+        "--store",
+        &s,
+        "--since",
+        "2026-03-04",
+        "--format",
+        "jsonl",
+    ]));
+    assert_eq!(daemon.stop_ref(), 0);
+    (d, day3)
+}
+
+#[test]
+fn the_walk_through_flags_the_volcano_story_and_explains_each_verdict() {
+    let (d, day3) = walk_through(&["--k", "20"]);
+    let volcano = |v: &serde_json::Value| v["doc_id"].as_str().unwrap().starts_with("2026-03-04-v");
+    let flagged: Vec<&str> = day3
+        .iter()
+        .filter(|v| v["novel"].as_bool().unwrap())
+        .map(|v| v["doc_id"].as_str().unwrap())
+        .collect();
+    let stories = day3.iter().filter(|v| volcano(v)).count();
+    assert!(stories >= 6, "the third day has the eruption: {stories}");
+    assert!(
+        day3.iter()
+            .filter(|v| volcano(v))
+            .all(|v| v["novel"].as_bool().unwrap()),
+        "every eruption document is flagged: {flagged:?}"
+    );
+    assert!(
+        flagged.len() <= stories + 2,
+        "at most two others flagged: {flagged:?}"
+    );
+    // every verdict is explained: the model's own score and its nearest earlier document
+    let s = store_arg(&d);
+    let earlier = jsonl(&novad_ok(&[
+        "verdicts",
+        "--store",
+        &s,
+        "--until",
+        "2026-03-03",
+        "--format",
+        "jsonl",
+    ]));
+    for v in &day3 {
+        let h = &v["hybrid"];
+        let ms = h["model_score"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&ms), "{v}");
+        let n = &h["nearest"];
+        let cos = n["cosine"].as_f64().unwrap();
+        assert!((0.0..=1.0 + 1e-6).contains(&cos), "{v}");
+        assert!(
+            (h["nn_score"].as_f64().unwrap() - (1.0 - cos)).abs() < 1e-6,
+            "{v}"
+        );
+        assert!(
+            n["time"].as_str().unwrap() < v["time"].as_str().unwrap(),
+            "{v}"
+        );
+        assert!(n["timestep"].as_u64().unwrap() < v["timestep"].as_u64().unwrap());
+        // the nearest earlier document is a real verdict of an earlier day
+        let id = n["doc_id"].as_str().unwrap();
+        assert!(earlier.iter().any(|e| e["doc_id"] == id), "{id}");
+    }
+    let table = novad_ok(&[
+        "verdicts",
+        "--store",
+        &s,
+        "--since",
+        "2026-03-04",
+        "--novel",
+    ]);
+    assert!(table.contains("nearest earlier document"), "{table}");
+
+    // the model's own score is one flag away: no explanation, the paper's behaviour
+    let (_d, pure) = walk_through(&["--k", "20", "--detector", "model"]);
+    assert_eq!(pure.len(), day3.len());
+    assert!(pure.iter().all(|v| v["hybrid"].is_null()), "{:?}", pure[0]);
+}

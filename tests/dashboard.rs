@@ -143,6 +143,12 @@ fn dashboard_shows_the_store_follows_ingest_and_logs_no_error() {
         detail.contains(term) && detail.contains("novel"),
         "{detail}"
     );
+    // with the hybrid detector: how it was scored, and its nearest earlier document
+    let near = newest["hybrid"]["nearest"]["doc_id"].as_str().unwrap();
+    assert!(
+        detail.contains("nearest earlier document") && detail.contains(near),
+        "nearest `{near}` missing from {detail}"
+    );
     b.eval("document.getElementById('d-close').click(); true");
 
     // the date range drives the panels: one day → one timestep

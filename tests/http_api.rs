@@ -264,6 +264,15 @@ fn answers_match_the_command_line_and_the_batches() {
         novel[0]["score"].as_f64().unwrap() >= thr,
         "a novel score reaches the threshold"
     );
+    // the hybrid detector's explanation links its nearest earlier document's own verdict
+    let near = &one["verdict"]["hybrid"]["nearest"];
+    let other = api(
+        &s,
+        &format!("/api/v1/verdicts/{}", near["id"].as_str().unwrap()),
+    );
+    assert_eq!(other["verdict"]["doc_id"], near["doc_id"], "{near}");
+    assert_eq!(other["verdict"]["timestep"], near["timestep"]);
+    assert!(near["timestep"].as_u64().unwrap() < novel[0]["timestep"].as_u64().unwrap());
 
     // timesteps: one per batch, documents per batch, novel counts equal the verdicts'
     let ts = api(&s, "/api/v1/timesteps")["items"]

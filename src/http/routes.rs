@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use super::guard::{self, error, MAX_PAGE};
 use super::{assets, AppState};
 use crate::query::{self, PageRequest, VerdictFilter};
-use crate::store::schema::VerdictRecord;
+use crate::store::schema::{verdict_key, VerdictRecord};
 use novad_models::TopicKind;
 
 type Reply = Result<Response, ApiError>;
@@ -243,10 +243,16 @@ fn to_json<T: serde::Serialize>(t: &T) -> Value {
 
 /// A verdict as the API shows it: every field of the record, plus its `id` (the key, for
 /// `/api/v1/verdicts/{id}` and cursors) and its time in RFC 3339.
+/// With the hybrid detector's explanation, its nearest earlier document gets the `id` of its
+/// own verdict (for `/api/v1/verdicts/{id}`).
 pub fn verdict_json(key: &[u8], v: &VerdictRecord) -> Value {
     let mut j = to_json(v);
     j["id"] = json!(hex(key));
     j["time_utc"] = json!(query::fmt_time(v.time));
+    if let Some(n) = v.hybrid.as_ref().and_then(|h| h.nearest.as_ref()) {
+        j["hybrid"]["nearest"]["id"] = json!(hex(&verdict_key(n.time, n.timestep, n.seq)));
+        j["hybrid"]["nearest"]["time_utc"] = json!(query::fmt_time(n.time));
+    }
     j
 }
 

@@ -882,9 +882,11 @@ fn parameters_written_before_score_rules_load_with_the_defaults() {
 
 #[test]
 fn stored_parameters_without_the_score_fields_decode_with_the_defaults() {
+    // postcard parameters are from stores that predate the hybrid detector
     let p = OstcParams {
         seed: 42,
         k: 17,
+        hybrid: None,
         ..OstcParams::default()
     };
     let bytes = postcard::to_stdvec(&p).unwrap();

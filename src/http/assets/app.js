@@ -215,6 +215,22 @@
     $("more").hidden = !page.next;
   }
 
+  // The hybrid detector's explanation: the two component scores and the nearest earlier
+  // document (a link to its own verdict).
+  function scoredBy(v) {
+    const x = v.hybrid, n = x.nearest;
+    const pct = (q) => `${Math.round(100 * q)}th percentile`;
+    const dl = h("dl", { cls: "params" },
+      h("dt", { text: "model score" }), h("dd", { text: `${C.fmt(x.model_score, 4)} (${pct(x.model_quantile)})` }),
+      h("dt", { text: "nearest-neighbour score" }), h("dd", { text: `${C.fmt(x.nn_score, 4)} (${pct(x.nn_quantile)})` }),
+      h("dt", { text: "nearest earlier document" }));
+    if (n) {
+      const a = docLink(n.id, n.doc_id || "(unknown id)");
+      dl.append(h("dd", {}, a, h("span", { text: ` · cosine ${C.fmt(n.cosine, 3)} · ${when(n.time)} UTC · step ${n.timestep}` })));
+    } else dl.append(h("dd", { text: "none shares a term" }));
+    return [h("h3", { text: "How it was scored: fused model and nearest-neighbour quantiles" }), dl];
+  }
+
   async function openVerdict(id) {
     let d;
     try { d = await api("verdicts/" + encodeURIComponent(id)); } catch (e) { toast(e.message); return; }
@@ -224,7 +240,7 @@
     const badge = h("span", { cls: "verdict-badge" + (v.novel ? " novel" : ""), text: v.novel ? "novel" : v.bootstrap ? "bootstrap" : v.empty ? "empty" : "not novel" });
     const facts = [["time", when(v.time) + " UTC"], ["timestep", String(v.timestep)], ["batch file", v.source],
       ["score", C.fmt(v.score, 4)], ["threshold", C.fmt(d.threshold, 4)], ["at ceiling", v.at_ceiling ? "yes" : "no"]];
-    const known = new Set(["doc_id", "time", "timestep", "seq", "source", "score", "novel", "bootstrap", "empty", "at_ceiling", "terms", "id", "time_utc"]);
+    const known = new Set(["doc_id", "time", "timestep", "seq", "source", "score", "novel", "bootstrap", "empty", "at_ceiling", "terms", "id", "time_utc", "hybrid"]);
     for (const k in v) {
       if (known.has(k)) continue;
       const val = v[k];
@@ -233,7 +249,9 @@
     }
     const dl = h("dl", { cls: "params" });
     for (const [k, val] of facts) dl.append(h("dt", { text: k }), h("dd", { text: val }));
-    body.append(badge, dl, h("h3", { text: "Why novel: terms the dictionary could not explain" }));
+    body.append(badge, dl);
+    if (v.hybrid) body.append(...scoredBy(v));
+    body.append(h("h3", { text: "Why novel: terms the model could not explain" }));
     const max = Math.max(...v.terms.map((x) => x[1]), 1e-9);
     for (const [term, w] of v.terms) {
       const bar = h("i");
