@@ -112,7 +112,7 @@ fn main() {
         .unwrap()
         .to_string();
 
-    let paths = vec![
+    let paths = [
         "/api/v1/status".to_string(),
         "/api/v1/timesteps".to_string(),
         "/api/v1/verdicts?order=desc&limit=15&novel=true".to_string(),

@@ -183,3 +183,72 @@ pub(crate) async fn govern(
         ),
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// Spin on the calling thread until it has used `d` of CPU time.
+    fn burn(d: Duration) {
+        let t = Threads::default();
+        t.register();
+        let mut used = 0;
+        let mut x = 0u64;
+        while used < d.as_nanos() as u64 {
+            for i in 0..10_000u64 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+            }
+            std::hint::black_box(x);
+            used += t.used_since_last();
+        }
+    }
+
+    #[test]
+    fn within_budget_passes_over_it_waits_in_proportion_or_is_refused() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let threads = Threads::default();
+        threads.register();
+        let g = Governor::new(threads.clone(), 0.5, Duration::from_millis(1));
+        rt.block_on(async {
+            // nothing used yet: passes at once
+            let t = Instant::now();
+            g.admit(Duration::from_secs(5)).await.unwrap();
+            assert!(t.elapsed() < Duration::from_millis(50), "{:?}", t.elapsed());
+            // 40 ms of CPU at half a core: 78 ms to pay back (the budget holds at most the
+            // 1 ms burst however long the burning took)
+            burn(Duration::from_millis(40));
+            let refused = g.admit(Duration::from_millis(1)).await.unwrap_err();
+            assert!(refused > Duration::from_millis(1), "{refused:?}");
+            let t = Instant::now();
+            g.admit(Duration::from_secs(5)).await.unwrap();
+            let waited = t.elapsed();
+            assert!(
+                waited >= Duration::from_millis(70) && waited < Duration::from_secs(2),
+                "waited {waited:?} for 40 ms of CPU at a 0.5 share"
+            );
+        });
+    }
+
+    #[test]
+    fn an_ended_thread_still_counts_once() {
+        let threads = Threads::default();
+        let t2 = threads.clone();
+        std::thread::spawn(move || {
+            t2.register();
+            burn(Duration::from_millis(5));
+            t2.unregister();
+        })
+        .join()
+        .unwrap();
+        assert!(threads.0.lock().unwrap().threads.is_empty());
+        let used = threads.used_since_last();
+        assert!(
+            used >= 5_000_000,
+            "the ended thread's CPU time is kept: {used} ns"
+        );
+        assert_eq!(threads.used_since_last(), 0, "and counted once");
+    }
+}

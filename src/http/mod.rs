@@ -123,7 +123,8 @@ pub fn start(
 /// their share of a core both want, yet they are not starved.
 pub const HTTP_NICE: i32 = 5;
 
-/// Lower the calling thread's CPU priority by [`HTTP_NICE`] (to nice 19 at most) with
+/// Set the calling thread's CPU priority to [`HTTP_NICE`] below the main thread's (to nice
+/// 19 at most; a thread started by a lowered one is not lowered twice) with
 /// `setpriority(PRIO_PROCESS, gettid(), …)`: on Linux a thread id there names that one
 /// thread, so the rest of the process (ingest) keeps its priority. Raising it back would need
 /// privileges, so this is for threads that only serve clients. A failure is logged and
@@ -137,7 +138,8 @@ pub fn lower_thread_priority() {
         let r = unsafe {
             let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
             *libc::__errno_location() = 0;
-            let own = libc::getpriority(libc::PRIO_PROCESS, tid);
+            // the process's own priority: its main thread's (the pid names that one)
+            let own = libc::getpriority(libc::PRIO_PROCESS, libc::getpid() as libc::id_t);
             if own == -1 && *libc::__errno_location() != 0 {
                 -1
             } else {
