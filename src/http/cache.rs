@@ -259,8 +259,8 @@ pub(crate) async fn cached(
 }
 
 /// After each commit (a change of the state record), compute the answers that were read
-/// under the previous version, through `app` (the paths behind the access check), one at a
-/// time; each under the request deadline. Runs until the store is closed.
+/// lately, through `app` (the paths behind the access check), all at once; each under the
+/// request deadline. Runs until the store is closed.
 pub(crate) async fn refresh_on_commit(state: Arc<AppState>, app: Router) {
     let Some(meta) = state.cache.meta.clone() else {
         return;
@@ -270,18 +270,23 @@ pub(crate) async fn refresh_on_commit(state: Arc<AppState>, app: Router) {
         let Some(ver) = state.cache.version() else {
             continue;
         };
+        let mut computing = Vec::new();
         for key in state.cache.wanted(&ver) {
             let Ok(mut req) = Request::get(key.as_str()).body(Body::empty()) else {
                 continue;
             };
             req.extensions_mut().insert(Ahead);
             let call = tower_service::Service::call(&mut app.clone(), req);
-            if tokio::time::timeout(state.limits.deadline, call)
-                .await
-                .is_err()
-            {
-                tracing::debug!(path = %key, "answer not ready within the deadline after a commit");
-            }
+            let deadline = state.limits.deadline;
+            computing.push(tokio::spawn(async move {
+                if tokio::time::timeout(deadline, call).await.is_err() {
+                    tracing::debug!(path = %key, "answer not ready within the deadline after a commit");
+                }
+            }));
+        }
+        // all at once (store reads stay bounded by the server's limit), done before the next
+        for c in computing {
+            let _ = c.await;
         }
     }
 }

@@ -20,7 +20,7 @@
 //!
 //! Answers are computed once per store version and served as the same bytes to every client
 //! (see [`cache`]); after each commit the answers clients read are computed again ahead of
-//! them, on a thread of their own at the same priority.
+//! them, on threads of their own at the process's priority (bounded work per commit).
 
 pub mod assets;
 pub mod auth;
@@ -152,6 +152,29 @@ pub fn lower_thread_priority() {
     }
 }
 
+/// Set the calling thread's CPU priority back to the process's own (its main thread's), as
+/// far as allowed (a thread started by a lowered one inherits the lower priority, and
+/// raising it may need privileges: a failure is logged and ignored).
+fn restore_thread_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: plain system calls on the calling thread's and the process's own ids.
+        let r = unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            *libc::__errno_location() = 0;
+            let own = libc::getpriority(libc::PRIO_PROCESS, libc::getpid() as libc::id_t);
+            if own == -1 && *libc::__errno_location() != 0 {
+                -1
+            } else {
+                libc::setpriority(libc::PRIO_PROCESS, tid, own)
+            }
+        };
+        if r != 0 {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "cannot restore a thread's priority");
+        }
+    }
+}
+
 /// [`start`] with explicit `limits`.
 pub fn start_with(
     store_dir: &Path,
@@ -245,14 +268,15 @@ pub fn start_opt(
 }
 
 /// Compute the answers clients read after each commit ([`cache::refresh_on_commit`]) on a
-/// thread and store-read threads of its own, at the server's priority but outside its CPU cap
-/// (that work is bounded per commit, not by the clients). Without them (no thread could be
-/// started), answers are computed by the first request that needs them.
+/// thread and store-read threads of its own, at the process's priority and outside the
+/// server's CPU cap: that work is bounded per commit (not by the clients), and answers must
+/// be ready soon after a commit while ingest already codes the next batch. Without them (no
+/// thread could be started), answers are computed by the first request that needs them.
 fn refresh_after_commits(state: Arc<AppState>, app: axum::Router) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .max_blocking_threads(guard::MAX_QUERIES)
-        .thread_name("novad-http-refresh")
-        .on_thread_start(lower_thread_priority)
+        .thread_name("novad-refresh")
+        .on_thread_start(restore_thread_priority)
         .enable_all()
         .build();
     let rt = match rt {
@@ -263,9 +287,9 @@ fn refresh_after_commits(state: Arc<AppState>, app: axum::Router) {
         }
     };
     let spawned = std::thread::Builder::new()
-        .name("novad-http-refresh".into())
+        .name("novad-refresh".into())
         .spawn(move || {
-            lower_thread_priority();
+            restore_thread_priority();
             rt.block_on(cache::refresh_on_commit(state, app))
         });
     if let Err(e) = spawned {
