@@ -8,7 +8,8 @@
 //! (a token bucket holding at most [`BURST`]). Within budget a request passes at once; over
 //! it, the gate waits until the budget is paid back, and requests queue behind it: a
 //! flood of requests slows answers, never ingest. A request that would wait longer than the
-//! deadline is answered `503` at once (load shed).
+//! deadline is answered `503` at once (load shed). A debt that would take more than
+//! [`MAX_DEBT_WAIT`] to pay back (one long store read) is forgiven beyond that.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -25,6 +26,8 @@ use super::AppState;
 pub const CPU_SHARE: f64 = 0.10;
 /// CPU time the server may use at once before the cap holds requests back.
 pub const BURST: Duration = Duration::from_millis(10);
+/// Longest wait a debt makes requests pay; more debt is forgiven.
+pub const MAX_DEBT_WAIT: Duration = Duration::from_secs(2);
 /// Longest time between two measurements of the threads' CPU time.
 pub const CHECK_EVERY: Duration = Duration::from_millis(2);
 
@@ -150,6 +153,11 @@ impl Governor {
             }
             let used = self.threads.used_since_last() as f64;
             b.tokens = (b.tokens + since.as_nanos() as f64 * self.share).min(self.burst) - used;
+            // a debt past MAX_DEBT_WAIT is forgiven: one heavy store read (a text search over
+            // a large store) holds the others back for a while, not for ten times its length
+            b.tokens = b
+                .tokens
+                .max(-(MAX_DEBT_WAIT.as_nanos() as f64) * self.share);
             b.at = now;
             if b.tokens > 0.0 {
                 return Ok(());
@@ -230,6 +238,24 @@ mod tests {
                 "waited {waited:?} for 40 ms of CPU at a 0.5 share"
             );
         });
+    }
+
+    #[test]
+    fn a_long_debt_is_forgiven_past_the_longest_wait() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let threads = Threads::default();
+        threads.register();
+        let g = Governor::new(threads.clone(), 0.05, Duration::from_millis(1));
+        // 150 ms of CPU at a twentieth of a core would take 3 s to pay back
+        burn(Duration::from_millis(150));
+        let wait = rt.block_on(g.admit(Duration::from_millis(1))).unwrap_err();
+        assert!(
+            wait > MAX_DEBT_WAIT.mul_f64(0.9) && wait <= MAX_DEBT_WAIT + Duration::from_millis(1),
+            "{wait:?}"
+        );
     }
 
     #[test]
