@@ -15,7 +15,7 @@
 //!
 //! Each client is one HTTP/1.1 keep-alive connection with one request in flight at a time (a
 //! closed loop, like a dashboard's poll). The clients stand for remote ones, so the load
-//! generator takes as little of the daemon's machine as it can: all clients are tasks of one
+//! generator takes as little of the daemon's machine as it can: all clients are coroutines of one
 //! thread waiting on the sockets (like `wrk`), each request a pre-built byte string, each
 //! answer checked for its status and read to its `Content-Length`. That thread runs at nice
 //! `client_nice` (default 19, the lowest priority); `client_nice` 0 competes with ingest as

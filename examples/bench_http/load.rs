@@ -1,4 +1,4 @@
-//! The load generator of `bench_http`: many keep-alive HTTP/1.1 clients as tasks of one
+//! The load generator of `bench_http`: many keep-alive HTTP/1.1 clients as coroutines of one
 //! thread, each with one request in flight at a time.
 
 use std::net::SocketAddr;
@@ -191,7 +191,7 @@ impl Load {
             .expect("a tokio runtime");
         let requests = std::sync::Arc::new(self.requests);
         rt.block_on(async {
-            let tasks: Vec<_> = (0..self.clients)
+            let running: Vec<_> = (0..self.clients)
                 .map(|c| {
                     tokio::spawn(client(
                         self.addr,
@@ -205,8 +205,8 @@ impl Load {
                 })
                 .collect();
             let mut all: Tally = Default::default();
-            for t in tasks {
-                let (l, e, n) = t.await.expect("a client task");
+            for t in running {
+                let (l, e, n) = t.await.expect("a client");
                 all.0.extend(l);
                 all.1 += e;
                 all.2 += n;
