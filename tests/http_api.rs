@@ -447,7 +447,7 @@ fn thread_nices(pid: u32) -> Vec<(String, i32)> {
 }
 
 #[test]
-fn http_threads_run_at_the_lowest_priority_and_ingest_at_its_own() {
+fn http_threads_run_below_ingest_priority_and_ingest_at_its_own() {
     let (_d, s) = served();
     // store reads start the runtime's blocking threads
     for p in ["/api/v1/status", "/api/v1/timesteps", "/api/v1/topics"] {
@@ -465,12 +465,133 @@ fn http_threads_run_at_the_lowest_priority_and_ingest_at_its_own() {
         .collect();
     // two workers, the acceptor, and at least one store-read thread
     assert!(http.len() >= 4, "{threads:?}");
-    assert!(http.iter().all(|(_, nice)| *nice == 19), "{threads:?}");
-    // every other thread (ingest, its workers) keeps the priority it was started with
+    let lowered = (own + novad::http::HTTP_NICE).min(19);
+    assert!(own == 19 || lowered > own);
+    assert!(http.iter().all(|(_, nice)| *nice == lowered), "{threads:?}");
+    // every other thread (ingest, its workers, the one computing answers after commits)
+    // keeps the priority it was started with
+    assert!(threads.iter().any(|(n, _)| n.starts_with("novad-refresh")));
     let others: Vec<_> = threads
         .iter()
         .filter(|(n, _)| !n.starts_with("novad-http"))
         .collect();
     assert!(!others.is_empty());
     assert!(others.iter().all(|(_, nice)| *nice == own), "{threads:?}");
+}
+
+/// Drop a batch of `n` 20NG posts (the `i`-th of the test) and wait until it is processed.
+fn ingest_posts(d: &Dirs, i: usize, n: usize) {
+    let before = files_in(&d.processed()).len();
+    let body = jsonl_batch(i * n, n, &format!("2026-04-{:02}", 1 + i), &format!("p{i}"));
+    d.drop_file(&format!("{i:03}.jsonl"), body.as_bytes());
+    wait_for(120, "the batch processed", || {
+        files_in(&d.processed()).len() > before
+    });
+}
+
+#[test]
+fn answers_are_never_older_than_the_last_commit_and_unchanged_ones_are_304() {
+    let d = Dirs::new();
+    let s = start(&d, &[]);
+    ingest_posts(&d, 0, 300);
+    let novel_page = "/api/v1/verdicts?order=desc&limit=15&novel=true";
+
+    // while batches commit, a client polls: every answer covers at least the batches that
+    // were processed (so committed and flushed) before it asked
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = {
+        let (stop, base, token, processed) =
+            (stop.clone(), s.base.clone(), s.token.clone(), d.processed());
+        std::thread::spawn(move || {
+            let mut polls = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let done = files_in(&processed).len();
+                let (st, _, body) = get_tagged(&base, "/api/v1/status", &token, &[]);
+                assert_eq!(st, 200, "{body}");
+                let v: Value = serde_json::from_str(&body).unwrap();
+                let step = v["state"]["timestep"].as_u64().unwrap() as usize;
+                assert!(
+                    step >= done,
+                    "status at timestep {step} after {done} commits"
+                );
+                let done = files_in(&processed).len();
+                let (_, _, body) = get_tagged(&base, "/api/v1/timesteps", &token, &[]);
+                let v: Value = serde_json::from_str(&body).unwrap();
+                let n = v["items"].as_array().unwrap().len();
+                assert!(n >= done, "{n} timesteps listed after {done} commits");
+                polls += 1;
+            }
+            polls
+        })
+    };
+    for i in 1..5 {
+        ingest_posts(&d, i, 150);
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(poller.join().unwrap() > 0, "the client polled");
+
+    // answers served again (from the cache) equal the first and a fresh read by the CLI
+    let store = d.store().display().to_string();
+    let cli = jsonl(&novad_ok(&[
+        "verdicts", "--store", &store, "--format", "jsonl",
+    ]));
+    let mut newest_novel: Vec<&Value> = cli.iter().filter(|v| v["novel"] == true).collect();
+    newest_novel.reverse();
+    newest_novel.truncate(15);
+    let first = api(&s, novel_page);
+    assert_eq!(api(&s, novel_page), first);
+    let ids: Vec<&Value> = first["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| &v["doc_id"])
+        .collect();
+    let want: Vec<&Value> = newest_novel.iter().map(|v| &v["doc_id"]).collect();
+    assert_eq!(ids, want);
+    assert_eq!(
+        api(&s, "/api/v1/status")["verdicts"],
+        cli.len(),
+        "status counts every verdict"
+    );
+
+    // an answer the client has is 304 without a body until the next commit changes it
+    let (st, tag, body) = get_tagged(&s.base, "/api/v1/status", &s.token, &[]);
+    assert_eq!(st, 200);
+    let tag = tag.expect("an ETag");
+    let (st, tag2, body2) = get_tagged(
+        &s.base,
+        "/api/v1/status",
+        &s.token,
+        &[("If-None-Match", &tag)],
+    );
+    assert_eq!((st, body2.as_str()), (304, ""));
+    assert_eq!(tag2.as_deref(), Some(tag.as_str()));
+    let weak = format!("\"other\", W/{tag}");
+    let (st, _, _) = get_tagged(
+        &s.base,
+        "/api/v1/status",
+        &s.token,
+        &[("If-None-Match", &weak)],
+    );
+    assert_eq!(st, 304, "a list of tags, weak form");
+    let (st, _, body3) = get_tagged(
+        &s.base,
+        "/api/v1/status",
+        &s.token,
+        &[("If-None-Match", "\"0123\"")],
+    );
+    assert_eq!((st, &body3), (200, &body), "another tag: the full answer");
+    ingest_posts(&d, 5, 150);
+    let (st, tag3, body4) = get_tagged(
+        &s.base,
+        "/api/v1/status",
+        &s.token,
+        &[("If-None-Match", &tag)],
+    );
+    assert_eq!(st, 200, "a commit changed the answer");
+    assert_ne!(tag3.as_deref(), Some(tag.as_str()));
+    assert_ne!(body4, body);
+    // without the token the tag opens nothing
+    let (st, _) = get(&s.base, "/api/v1/status", None, &[("If-None-Match", &tag)]);
+    assert_eq!(st, 401);
 }

@@ -1,20 +1,34 @@
 //! Answers of the API cached per store version: the store changes only when a timestep
-//! commits, and dashboards poll the same few paths, so repeated requests between two commits
-//! cost one key lookup instead of a scan of the verdict log.
+//! commits, and dashboards poll the same few paths, so a request between two commits costs
+//! one key lookup and no store scan and no JSON encoding: every client gets the same bytes.
+//!
+//! The version is the committed state record, rewritten by every commit (in the same
+//! transaction as the verdicts), read on every request: an answer is served only while the
+//! store is still at the version it was computed from, so a cached answer is never older than
+//! the newest visible commit. An answer computed while a commit landed is returned to its
+//! request but not kept.
 //!
 //! After a commit, every polling client misses at once. Only one of the requests for a given
 //! path computes the answer; the others for that path wait for it (a per-path lock, striped
-//! over [`FILL_LOCKS`] locks) and are then served from the cache, so a commit costs one store
-//! read per polled path instead of one per client.
+//! over [`FILL_LOCKS`] locks) and are then served from the cache. Besides, the server watches
+//! the state record (see [`refresh_on_commit`]) and, after each commit, computes again the
+//! answers that clients read under the previous version, so polling clients usually find
+//! them ready.
+//!
+//! Every cached answer carries an `ETag` (a hash of its bytes); a request whose
+//! `If-None-Match` names it gets `304 Not Modified` and no body.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderValue, Method, Request, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::Router;
 
 use super::AppState;
 use crate::store::schema::{KEY_STATE, META};
@@ -23,26 +37,136 @@ use crate::store::schema::{KEY_STATE, META};
 const MAX_ENTRIES: usize = 512;
 /// Largest answer kept, bytes.
 const MAX_BYTES: usize = 4 << 20;
-
 /// Locks that serialize the computing of missing answers (a path always maps to the same one).
 const FILL_LOCKS: usize = 16;
+/// Most answers computed ahead after a commit (the most read ones of the previous version).
+const MAX_REFRESH: usize = 8;
+/// How long answers are computed ahead after clients stopped reading them.
+const WANTED_FOR: Duration = Duration::from_secs(60);
 
-/// Cached answers (request target → JSON body) of one store version.
+/// A cached answer: the JSON body and its entity tag.
+#[derive(Clone)]
+struct Answer {
+    body: Bytes,
+    etag: HeaderValue,
+    /// Requests served from it (decides what is computed ahead after the next commit).
+    hits: Arc<AtomicU64>,
+}
+
+/// The answers of one store version.
 #[derive(Default)]
+struct Entries {
+    version: Option<sled::IVec>,
+    map: HashMap<String, Answer>,
+    /// The targets most read lately (what to compute ahead after a commit).
+    wanted: Vec<String>,
+    /// When a client last read one of `wanted`'s answers.
+    wanted_read: Option<Instant>,
+}
+
+impl Entries {
+    /// Move to version `ver` (dropping the answers of another one). The [`MAX_REFRESH`]
+    /// targets most read under the version left become the wanted ones; when none was read,
+    /// the wanted ones stay, until none has been read for [`WANTED_FOR`].
+    fn advance(&mut self, ver: &sled::IVec) {
+        if self.version.as_ref() == Some(ver) {
+            return;
+        }
+        let mut read: Vec<(u64, &String)> = self
+            .map
+            .iter()
+            .map(|(k, a)| (a.hits.load(Ordering::Relaxed), k))
+            .filter(|(n, _)| *n > 0)
+            .collect();
+        read.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        let (mut wanted, mut wanted_read) = (std::mem::take(&mut self.wanted), self.wanted_read);
+        if !read.is_empty() {
+            wanted = read
+                .into_iter()
+                .take(MAX_REFRESH)
+                .map(|(_, k)| k.clone())
+                .collect();
+            wanted_read = Some(Instant::now());
+        } else if wanted_read.is_none_or(|t| t.elapsed() > WANTED_FOR) {
+            wanted.clear();
+        }
+        *self = Entries {
+            version: Some(ver.clone()),
+            map: HashMap::new(),
+            wanted,
+            wanted_read,
+        };
+    }
+}
+
+/// Marks a request made by the server itself after a commit (not counted as a read).
+#[derive(Clone, Copy)]
+struct Ahead;
+
+/// Cached answers (request target → answer) of one store version.
 pub struct Cache {
-    inner: Mutex<(Vec<u8>, HashMap<String, Bytes>)>,
+    meta: Option<sled::Tree>,
+    inner: Mutex<Entries>,
     fill: [tokio::sync::Mutex<()>; FILL_LOCKS],
 }
 
 impl Cache {
+    /// A cache for `db` (without a readable `meta` tree nothing is cached).
+    pub fn new(db: &sled::Db) -> Cache {
+        Cache {
+            meta: db.open_tree(META).ok(),
+            inner: Default::default(),
+            fill: Default::default(),
+        }
+    }
+
+    /// The store's version now: the committed state record (empty before the first commit).
+    fn version(&self) -> Option<sled::IVec> {
+        let meta = self.meta.as_ref()?;
+        Some(meta.get(KEY_STATE).ok()?.unwrap_or_default())
+    }
+
     /// The answer to `key` stored for store version `ver`, if any.
-    fn get(&self, ver: &[u8], key: &str) -> Option<Bytes> {
+    fn get(&self, ver: &sled::IVec, key: &str) -> Option<Answer> {
         let c = self.inner.lock().ok()?;
-        if c.0 == ver {
-            c.1.get(key).cloned()
+        if c.version.as_ref() == Some(ver) {
+            c.map.get(key).cloned()
         } else {
             None
         }
+    }
+
+    /// Keep `body` as the answer to `key` at version `ver`, unless the store has moved on
+    /// since (the answer may then mix two versions); `reads` is its first count of reads.
+    /// Returns its entity tag.
+    fn put(&self, ver: sled::IVec, key: String, body: &Bytes, reads: u64) -> HeaderValue {
+        let etag = etag(body);
+        if self.version().as_ref() != Some(&ver) {
+            return etag;
+        }
+        if let Ok(mut c) = self.inner.lock() {
+            c.advance(&ver);
+            if c.map.len() >= MAX_ENTRIES {
+                c.map.clear();
+            }
+            let a = Answer {
+                body: body.clone(),
+                etag: etag.clone(),
+                hits: Arc::new(AtomicU64::new(reads)),
+            };
+            c.map.insert(key, a);
+        }
+        etag
+    }
+
+    /// The request targets to have ready at version `ver`: those most read lately (at most
+    /// [`MAX_REFRESH`]).
+    fn wanted(&self, ver: &sled::IVec) -> Vec<String> {
+        let Ok(mut c) = self.inner.lock() else {
+            return Vec::new();
+        };
+        c.advance(ver);
+        c.wanted.clone()
     }
 
     /// The lock under which a missing answer to `key` is computed.
@@ -54,27 +178,39 @@ impl Cache {
     }
 }
 
-/// The store's version: the committed state record, rewritten by every commit.
-fn version(db: &sled::Db) -> Option<Vec<u8>> {
-    let meta = db.open_tree(META).ok()?;
-    Some(
-        meta.get(KEY_STATE)
-            .ok()?
-            .map(|v| v.to_vec())
-            .unwrap_or_default(),
-    )
+/// A strong entity tag for `body`: 128 bits of its BLAKE3 hash, quoted.
+fn etag(body: &[u8]) -> HeaderValue {
+    let h = blake3::hash(body);
+    let hex: String = h.as_bytes()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    HeaderValue::from_str(&format!("\"{hex}\"")).expect("hex is a valid header value")
 }
 
-fn json(body: Bytes) -> Response {
+/// Whether the request's `If-None-Match` (`inm`) names `etag` (or is `*`).
+fn not_modified(inm: Option<&HeaderValue>, etag: &HeaderValue) -> bool {
+    inm.and_then(|v| v.to_str().ok())
+        .into_iter()
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().trim_start_matches("W/"))
+        .any(|t| t == "*" || t.as_bytes() == etag.as_bytes())
+}
+
+/// The answer as sent: 200 with the body, or 304 when the client has it already. Browsers
+/// may keep it (private) but must ask again each time (no-cache), sending its tag.
+fn reply(body: Bytes, etag: HeaderValue, inm: Option<&HeaderValue>) -> Response {
+    let cache = (
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, no-cache"),
+    );
+    if not_modified(inm, &etag) {
+        return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag), cache]).into_response();
+    }
+    let json = HeaderValue::from_static("application/json");
     (
         StatusCode::OK,
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            ),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
-        ],
+        [(header::CONTENT_TYPE, json), (header::ETAG, etag), cache],
         body,
     )
         .into_response()
@@ -90,34 +226,67 @@ pub(crate) async fn cached(
     if req.method() != Method::GET || !req.uri().path().starts_with("/api/") {
         return next.run(req).await;
     }
-    let Some(ver) = version(&state.db) else {
+    let cache = &state.cache;
+    let Some(ver) = cache.version() else {
         return next.run(req).await;
     };
     let key = req.uri().to_string();
-    if let Some(b) = state.cache.get(&ver, &key) {
-        return json(b);
+    let reads = u64::from(req.extensions().get::<Ahead>().is_none());
+    let inm = req.headers().get(header::IF_NONE_MATCH).cloned();
+    let hit = || {
+        cache.get(&ver, &key).map(|a| {
+            a.hits.fetch_add(reads, Ordering::Relaxed);
+            reply(a.body, a.etag, inm.as_ref())
+        })
+    };
+    if let Some(r) = hit() {
+        return r;
     }
     // one request per path computes; the others wait here, then find its answer
-    let _filling = state.cache.fill_lock(&key).lock().await;
-    if let Some(b) = state.cache.get(&ver, &key) {
-        return json(b);
+    let _filling = cache.fill_lock(&key).lock().await;
+    if let Some(r) = hit() {
+        return r;
     }
     let resp = next.run(req).await;
     if resp.status() != StatusCode::OK {
         return resp;
     }
-    let (parts, body) = resp.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_BYTES).await else {
+    let Ok(body) = axum::body::to_bytes(resp.into_body(), MAX_BYTES).await else {
         return super::guard::error(StatusCode::INTERNAL_SERVER_ERROR, "answer too large");
     };
-    if let Ok(mut c) = state.cache.inner.lock() {
-        if c.0 != ver {
-            *c = (ver, HashMap::new());
+    let etag = cache.put(ver, key, &body, reads);
+    reply(body, etag, inm.as_ref())
+}
+
+/// After each commit (a change of the state record), compute the answers that were read
+/// lately, through `app` (the paths behind the access check), all at once; each under the
+/// request deadline. Runs until the store is closed.
+pub(crate) async fn refresh_on_commit(state: Arc<AppState>, app: Router) {
+    let Some(meta) = state.cache.meta.clone() else {
+        return;
+    };
+    let mut commits = meta.watch_prefix(KEY_STATE);
+    while (&mut commits).await.is_some() {
+        let Some(ver) = state.cache.version() else {
+            continue;
+        };
+        let mut computing = Vec::new();
+        for key in state.cache.wanted(&ver) {
+            let Ok(mut req) = Request::get(key.as_str()).body(Body::empty()) else {
+                continue;
+            };
+            req.extensions_mut().insert(Ahead);
+            let call = tower_service::Service::call(&mut app.clone(), req);
+            let deadline = state.limits.deadline;
+            computing.push(tokio::spawn(async move {
+                if tokio::time::timeout(deadline, call).await.is_err() {
+                    tracing::debug!(path = %key, "answer not ready within the deadline after a commit");
+                }
+            }));
         }
-        if c.1.len() >= MAX_ENTRIES {
-            c.1.clear();
+        // all at once (store reads stay bounded by the server's limit), done before the next
+        for c in computing {
+            let _ = c.await;
         }
-        c.1.insert(key, bytes.clone());
     }
-    Response::from_parts(parts, Body::from(bytes))
 }

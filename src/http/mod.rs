@@ -7,15 +7,25 @@
 //! `GET`/`HEAD` are served; requests have a deadline and size limits (see [`guard`]).
 //!
 //! The server runs a small tokio runtime on its own threads, and every store read runs on a
-//! blocking thread, so a slow client never holds up ingest. Every one of those threads (the
-//! acceptor, the runtime's workers and its blocking store-read threads) runs at the lowest CPU
-//! priority (nice 19, see [`lower_thread_priority`]); the ingest thread keeps its own. When
-//! clients and ingest want the same cores, the scheduler gives ingest the CPU and clients
-//! wait: a busy dashboard slows answers, not ingest.
+//! blocking thread, so a slow client never holds up ingest. Two things keep clients from
+//! slowing ingest:
+//!
+//! * a hard cap on the CPU of the server's threads (the acceptor, the runtime's workers and
+//!   its store-read threads): [`governor::CPU_SHARE`] of one core on average, however many
+//!   clients ask; beyond it requests wait in line (see [`governor`]);
+//! * a lower priority for those threads ([`HTTP_NICE`], see [`lower_thread_priority`]): when
+//!   they and ingest want the same core, ingest gets most of it. Not the lowest priority:
+//!   at nice 19 a thread waits many times its own run time for a core while ingest computes,
+//!   and answers then take hundreds of milliseconds although they cost microseconds.
+//!
+//! Answers are computed once per store version and served as the same bytes to every client
+//! (see [`cache`]); after each commit the answers clients read are computed again ahead of
+//! them, on threads of their own at the process's priority (bounded work per commit).
 
 pub mod assets;
 pub mod auth;
 mod cache;
+pub mod governor;
 pub mod guard;
 mod routes;
 
@@ -90,6 +100,8 @@ pub(crate) struct AppState {
     /// Store reads running at once (each on a blocking thread).
     pub queries: tokio::sync::Semaphore,
     pub cache: cache::Cache,
+    /// The cap on the server's CPU.
+    pub governor: governor::Governor,
 }
 
 /// Start serving `db` (the store in `store_dir`) per `cfg`: checks the address, creates or
@@ -106,21 +118,59 @@ pub fn start(
     start_with(store_dir, db, cfg, live, Limits::default())
 }
 
-/// Lower the calling thread to the lowest CPU priority (nice 19) with
-/// `setpriority(PRIO_PROCESS, gettid(), 19)`: on Linux a thread id there names that one
+/// How much lower than the process's own the CPU priority of the HTTP server's threads is
+/// (in nice steps, up to the lowest, 19): ingest (nice 0 by default) gets about three times
+/// their share of a core both want, yet they are not starved.
+pub const HTTP_NICE: i32 = 5;
+
+/// Set the calling thread's CPU priority to [`HTTP_NICE`] below the main thread's (to nice
+/// 19 at most; a thread started by a lowered one is not lowered twice) with
+/// `setpriority(PRIO_PROCESS, gettid(), …)`: on Linux a thread id there names that one
 /// thread, so the rest of the process (ingest) keeps its priority. Raising it back would need
 /// privileges, so this is for threads that only serve clients. A failure is logged and
-/// ignored (the thread then serves at normal priority). Elsewhere than Linux it does nothing.
+/// ignored (the thread then serves at the process's priority). Elsewhere than Linux it does
+/// nothing.
 pub fn lower_thread_priority() {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: plain system calls on the calling thread's own id; no memory is shared.
+        // getpriority may return -1 as a value: errno tells an error apart.
         let r = unsafe {
             let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            libc::setpriority(libc::PRIO_PROCESS, tid, 19)
+            *libc::__errno_location() = 0;
+            // the process's own priority: its main thread's (the pid names that one)
+            let own = libc::getpriority(libc::PRIO_PROCESS, libc::getpid() as libc::id_t);
+            if own == -1 && *libc::__errno_location() != 0 {
+                -1
+            } else {
+                libc::setpriority(libc::PRIO_PROCESS, tid, (own + HTTP_NICE).min(19))
+            }
         };
         if r != 0 {
             tracing::debug!(error = %std::io::Error::last_os_error(), "cannot lower an HTTP thread's priority");
+        }
+    }
+}
+
+/// Set the calling thread's CPU priority back to the process's own (its main thread's), as
+/// far as allowed (a thread started by a lowered one inherits the lower priority, and
+/// raising it may need privileges: a failure is logged and ignored).
+fn restore_thread_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: plain system calls on the calling thread's and the process's own ids.
+        let r = unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            *libc::__errno_location() = 0;
+            let own = libc::getpriority(libc::PRIO_PROCESS, libc::getpid() as libc::id_t);
+            if own == -1 && *libc::__errno_location() != 0 {
+                -1
+            } else {
+                libc::setpriority(libc::PRIO_PROCESS, tid, own)
+            }
+        };
+        if r != 0 {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "cannot restore a thread's priority");
         }
     }
 }
@@ -158,20 +208,32 @@ pub fn start_with(
     listener.set_nonblocking(true).map_err(bind_err)?;
     let auth = auth::Auth::new(token, addr.port());
     let login_url = format!("http://{addr}/login?code={}", auth.login_code());
+    let threads = governor::Threads::default();
     let state = Arc::new(AppState {
-        db,
+        governor: governor::Governor::new(threads.clone(), governor::CPU_SHARE, governor::BURST),
         dir: store_dir.to_path_buf(),
         live,
         auth,
         limits,
         queries: tokio::sync::Semaphore::new(guard::MAX_QUERIES),
-        cache: Default::default(),
+        cache: cache::Cache::new(&db),
+        db,
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(guard::MAX_QUERIES + 2)
         .thread_name("novad-http")
-        .on_thread_start(lower_thread_priority)
+        .on_thread_start({
+            let threads = threads.clone();
+            move || {
+                lower_thread_priority();
+                threads.register();
+            }
+        })
+        .on_thread_stop({
+            let threads = threads.clone();
+            move || threads.unregister()
+        })
         .enable_all()
         .build()
         .map_err(HttpError::Runtime)?;
@@ -179,6 +241,7 @@ pub fn start_with(
         .name("novad-http-accept".into())
         .spawn(move || {
             lower_thread_priority();
+            threads.register();
             rt.block_on(accept_loop(listener, state))
         })
         .map_err(HttpError::Runtime)?;
@@ -204,6 +267,36 @@ pub fn start_opt(
     Ok(server)
 }
 
+/// Compute the answers clients read after each commit ([`cache::refresh_on_commit`]) on a
+/// thread and store-read threads of its own, at the process's priority and outside the
+/// server's CPU cap: that work is bounded per commit (not by the clients), and answers must
+/// be ready soon after a commit while ingest already codes the next batch. Without them (no
+/// thread could be started), answers are computed by the first request that needs them.
+fn refresh_after_commits(state: Arc<AppState>, app: axum::Router) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(guard::MAX_QUERIES)
+        .thread_name("novad-refresh")
+        .on_thread_start(restore_thread_priority)
+        .enable_all()
+        .build();
+    let rt = match rt {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::debug!(error = %e, "no thread to compute answers after commits");
+            return;
+        }
+    };
+    let spawned = std::thread::Builder::new()
+        .name("novad-refresh".into())
+        .spawn(move || {
+            restore_thread_priority();
+            rt.block_on(cache::refresh_on_commit(state, app))
+        });
+    if let Err(e) = spawned {
+        tracing::debug!(error = %e, "no thread to compute answers after commits");
+    }
+}
+
 /// Accept connections and serve each with HTTP/1.1 (keep-alive; the request head must arrive
 /// within [`Limits::request_timeout`] and fit in [`Limits::max_request_bytes`]). Beyond
 /// [`guard::MAX_CONNECTIONS`] open connections, new ones are closed.
@@ -215,7 +308,8 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
             return;
         }
     };
-    let app = routes::router(Arc::clone(&state));
+    let (app, unguarded) = routes::router(Arc::clone(&state));
+    refresh_after_commits(Arc::clone(&state), unguarded);
     let open = Arc::new(AtomicUsize::new(0));
     let limits = state.limits;
     loop {

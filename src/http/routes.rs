@@ -44,8 +44,10 @@ impl IntoResponse for ApiError {
     }
 }
 
-pub(super) fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+/// The paths with the access check and the limits in front (`.0`, what clients reach), and
+/// the same paths without them (`.1`, for the server's own requests after a commit).
+pub(super) fn router(state: Arc<AppState>) -> (Router, Router) {
+    let inner = Router::new()
         .route("/", get(index))
         .route("/login", get(login))
         .route("/assets/{name}", get(asset))
@@ -59,11 +61,18 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
             Arc::clone(&state),
             super::cache::cached,
         ))
+        .with_state(Arc::clone(&state));
+    let outer = inner
+        .clone()
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             guard::guard,
         ))
-        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(
+            state,
+            super::governor::govern,
+        ));
+    (outer, inner)
 }
 
 async fn not_found(uri: axum::http::Uri) -> Response {

@@ -100,6 +100,30 @@ pub fn get(base: &str, path: &str, token: Option<&str>, headers: &[(&str, &str)]
     (status, body)
 }
 
+/// GET `base + path` with the bearer `token` and extra headers; (status, `ETag`, body).
+pub fn get_tagged(
+    base: &str,
+    path: &str,
+    token: &str,
+    headers: &[(&str, &str)],
+) -> (u16, Option<String>, String) {
+    let mut r = agent()
+        .get(format!("{base}{path}"))
+        .header("Authorization", format!("Bearer {token}"));
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    let mut resp = r.call().expect("HTTP request");
+    let status = resp.status().as_u16();
+    let etag = resp
+        .headers()
+        .get("etag")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = resp.body_mut().read_to_string().unwrap_or_default();
+    (status, etag, body)
+}
+
 /// GET a JSON API path with the token; panics unless 200.
 pub fn api(s: &Served, path: &str) -> serde_json::Value {
     let (st, body) = get(&s.base, path, Some(&s.token), &[]);
