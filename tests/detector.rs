@@ -104,7 +104,7 @@ fn state_round_trips_through_serde() {
     let batches = planted_stream(3);
     let (m, _) = run(&small_params(), &batches);
     let bytes = m.to_bytes();
-    let back: Model = postcard::from_bytes(&bytes).unwrap();
+    let back: Model = postcard::from_bytes(&postcard::to_stdvec(&m).unwrap()).unwrap();
     assert_eq!(back.to_bytes(), bytes);
     let back = Model::from_parts(back.into_parts()).unwrap();
     assert_eq!(back.to_bytes(), bytes);

@@ -86,8 +86,7 @@ fn encode_v4(p: &Params) -> Result<Vec<u8>, String> {
     if p.hybrid.is_some() {
         return Err("format-4 parameters have no hybrid detector".into());
     }
-    // a `None` hybrid is not serialised: the format-4 image
-    postcard::to_stdvec(p).map_err(|e| e.to_string())
+    Ok(novad_models::model::params_image(p, false))
 }
 
 /// Decode `bytes` as exactly one `T` (no trailing bytes).

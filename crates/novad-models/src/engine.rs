@@ -17,8 +17,8 @@ use crate::memory::{
     DOC_PARTS_PREFIX,
 };
 use crate::model::{
-    parts_digest_bytes, EngineError, Judge, Judgement, ModelKind, ParamsError, PartsModel, Scored,
-    StepOutput,
+    params_image, parts_digest_bytes, EngineError, Judge, Judgement, ModelKind, ParamsError,
+    PartsModel, Scored, StepOutput,
 };
 use crate::ostc::{OstcModel, OstcParams};
 use crate::text::Vocabulary;
@@ -474,8 +474,13 @@ impl Engine {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = match &self.model {
             Inner::L1(m) => m.to_bytes(),
-            Inner::Dnmf(m) => parts_digest_bytes(m.as_ref()),
-            Inner::Ostc(m) => parts_digest_bytes(m.as_ref()),
+            Inner::Dnmf(m) => {
+                parts_digest_bytes(m.as_ref(), postcard::to_stdvec(m.params()).expect("params"))
+            }
+            Inner::Ostc(m) => {
+                let p = m.params();
+                parts_digest_bytes(m.as_ref(), params_image(p, p.hybrid.is_some()))
+            }
         };
         if let Some(h) = &self.hybrid {
             out.extend(b"hybrid");

@@ -440,10 +440,24 @@ pub(crate) fn decode_part<T: DeserializeOwned>(
         .map_err(|e| EngineError::Inconsistent(format!("part `{name}` does not decode: {e}")))
 }
 
-/// Canonical bytes of a parts model: its kind, params and every part, length-prefixed.
-pub fn parts_digest_bytes<M: PartsModel>(m: &M) -> Vec<u8> {
+/// The postcard image of a parameter set for digests. The ℓ1 and OSTC parameter sets end with
+/// the optional hybrid detector; without one (`has_hybrid` false) the trailing `None` tag is
+/// dropped, which is the image the set had before that field existed, so the digest of a
+/// store that predates the detector does not change.
+pub fn params_image<P: Serialize>(p: &P, has_hybrid: bool) -> Vec<u8> {
+    let mut b = postcard::to_stdvec(p).expect("params serialize");
+    if !has_hybrid {
+        debug_assert_eq!(b.last(), Some(&0), "a trailing None");
+        b.pop();
+    }
+    b
+}
+
+/// Canonical bytes of a parts model: its kind, params (`params`, their digest image) and every
+/// part, length-prefixed.
+pub fn parts_digest_bytes<M: PartsModel>(m: &M, params: Vec<u8>) -> Vec<u8> {
     let mut out = M::KIND.name().as_bytes().to_vec();
-    let p = postcard::to_stdvec(m.params()).expect("params serialize");
+    let p = params;
     out.extend((p.len() as u64).to_le_bytes());
     out.extend(p);
     for (name, bytes) in m.state_parts() {

@@ -15,8 +15,8 @@ use crate::l1::dictionary::{
 };
 use crate::l1::params::Params;
 use crate::model::{
-    decode_part, judged, Code, EngineError, Judge, ParamsError, Scored, StepOutput, StepStats,
-    Verdict,
+    decode_part, judged, params_image, Code, EngineError, Judge, ParamsError, Scored, StepOutput,
+    StepStats, Verdict,
 };
 use crate::text::{tfidf_l1, SparseDoc, Tokenizer, Vocabulary};
 use crate::threshold::{decide, ScoreHistory, ThresholdRule};
@@ -159,9 +159,23 @@ impl Model {
         self.bootstrapped
     }
 
-    /// Deterministic serialisation of the whole state (postcard).
+    /// Deterministic image of the whole state for digests: the postcard encoding of the model
+    /// with the parameters' digest image ([`params_image`]; equal to the plain encoding when
+    /// the hybrid detector is set).
     pub fn to_bytes(&self) -> Vec<u8> {
-        postcard::to_stdvec(self).expect("model serialises")
+        let mut out = params_image(&self.params, self.params.hybrid.is_some());
+        // postcard encodes a struct as its fields in order, like this tuple
+        let rest = (
+            &self.vocab,
+            &self.dict,
+            &self.delta,
+            &self.history,
+            &self.last_used,
+            self.timestep,
+            self.bootstrapped,
+        );
+        out.extend(postcard::to_stdvec(&rest).expect("model serialises"));
+        out
     }
 
     /// The state as named parts (the [`crate::PartsModel`] contract): `meta` (timestep,

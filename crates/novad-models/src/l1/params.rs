@@ -50,11 +50,11 @@ pub struct Params {
     pub text: TextParams,
     /// The hybrid detector: the model's score fused with a bounded memory of past documents
     /// (None = the model's own score decides, as in the paper). Stores created before it
-    /// existed decode with None and keep their behaviour. Keep it the last field: `None` is
-    /// not serialised, so the postcard image (and `novad digest`) of a parameter set without
-    /// the detector is the one it had before the field existed, and legacy postcard
-    /// parameters decode by appending its `None` byte.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// existed decode with None and keep their behaviour. Keep it the last field: legacy
+    /// postcard parameters decode by appending its `None` byte, and the digest image drops
+    /// that byte ([`crate::model::params_image`]), so `novad digest` of a store without the
+    /// detector is what it was before the field existed.
+    #[serde(default)]
     pub hybrid: Option<HybridParams>,
 }
 

@@ -84,7 +84,7 @@ pub struct OstcParams {
     pub score_background: f64,
     /// The hybrid detector (see [`crate::l1::Params::hybrid`]); None = the model's own score.
     /// Keep it the last field (legacy postcard parameters decode by appending its `None`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub hybrid: Option<HybridParams>,
 }
 
