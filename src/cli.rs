@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use thiserror::Error;
 
 use novad_models::engine::ParamsFormatError;
+use novad_models::memory::HybridParams;
 use novad_models::threshold::ThresholdRule;
 use novad_models::{ModelKind, ModelParams, ParamsError};
 
@@ -131,6 +132,13 @@ pub struct ParamArgs {
     /// Seed of every random choice.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Novelty detector of an l1 or ostc store: `hybrid` (default: the model's score fused
+    /// with a bounded memory of past documents) or `model` (the model's own score alone).
+    #[arg(long, value_parser = ["hybrid", "model"])]
+    pub detector: Option<String>,
+    /// Documents the hybrid detector remembers (default 100000).
+    #[arg(long)]
+    pub memory_docs: Option<usize>,
 }
 
 impl ParamArgs {
@@ -138,8 +146,12 @@ impl ParamArgs {
     /// the ℓ1 defaults for a new store).
     pub fn resolve(&self) -> Result<Option<ModelParams>, ParamArgsError> {
         let l1_flag = self.k.is_some() || self.lambda.is_some() || self.beta.is_some();
-        let any_flag =
-            l1_flag || self.threshold.is_some() || self.max_terms.is_some() || self.seed.is_some();
+        let any_flag = l1_flag
+            || self.threshold.is_some()
+            || self.max_terms.is_some()
+            || self.seed.is_some()
+            || self.detector.is_some()
+            || self.memory_docs.is_some();
         if self.model.is_none() && self.config.is_none() && !any_flag {
             return Ok(None);
         }
@@ -211,8 +223,39 @@ impl ParamArgs {
                 *other = ModelParams::from_json(kind, v)?;
             }
         }
+        self.apply_detector(&mut p, kind)?;
         p.validate()?;
         Ok(Some(p))
+    }
+
+    /// `--detector` and `--memory-docs`.
+    fn apply_detector(&self, p: &mut ModelParams, kind: ModelKind) -> Result<(), ParamArgsError> {
+        if self.detector.is_none() && self.memory_docs.is_none() {
+            return Ok(());
+        }
+        let flag = if self.detector.is_some() {
+            "--detector"
+        } else {
+            "--memory-docs"
+        };
+        let slot = p
+            .hybrid_mut()
+            .ok_or(ParamArgsError::NotApplicable { flag, kind })?;
+        match self.detector.as_deref() {
+            Some("model") => *slot = None,
+            Some(_) => {
+                slot.get_or_insert_with(HybridParams::default);
+            }
+            None => {}
+        }
+        if let Some(n) = self.memory_docs {
+            let h = slot.as_mut().ok_or(ParamArgsError::NotApplicable {
+                flag: "--memory-docs",
+                kind,
+            })?;
+            h.memory.max_docs = n;
+        }
+        Ok(())
     }
 }
 

@@ -182,6 +182,18 @@ impl ModelParams {
     }
 }
 
+impl ModelParams {
+    /// The slot of the hybrid detector's parameters, for the kinds that can run it (ℓ1 and
+    /// OSTC); `None` for dnmf.
+    pub fn hybrid_mut(&mut self) -> Option<&mut Option<HybridParams>> {
+        match self {
+            ModelParams::L1(p) => Some(&mut p.hybrid),
+            ModelParams::Ostc(p) => Some(&mut p.hybrid),
+            ModelParams::Dnmf(_) => None,
+        }
+    }
+}
+
 fn memory_err(e: MemoryError) -> EngineError {
     match e {
         MemoryError::Params(p) => EngineError::Params(p),
