@@ -208,10 +208,12 @@ struct HybridJudge<'a> {
     timestep: u64,
     times: &'a [i64],
     step: Option<HybridStep>,
+    seconds: f64,
 }
 
 impl Judge for HybridJudge<'_> {
     fn judge(&mut self, b: &Scored) -> Result<Judgement, EngineError> {
+        let t0 = std::time::Instant::now();
         let vectors: Vec<TermVector> = b
             .vectors
             .iter()
@@ -247,6 +249,7 @@ impl Judge for HybridJudge<'_> {
             threshold: step.threshold,
         };
         self.step = Some(step);
+        self.seconds = t0.elapsed().as_secs_f64();
         Ok(j)
     }
 }
@@ -327,6 +330,7 @@ impl Engine {
             timestep: self.timestep(),
             times,
             step: None,
+            seconds: 0.0,
         });
         let j: Option<&mut dyn Judge> = judge.as_mut().map(|j| j as &mut dyn Judge);
         let (model, mut out) = match &self.model {
@@ -338,8 +342,10 @@ impl Engine {
                 .step_judged(texts, j)
                 .map(|(m, o)| (Inner::Ostc(Box::new(m)), o))?,
         };
+        let judge_seconds = judge.as_ref().map_or(0.0, |j| j.seconds);
         let (hybrid, delta) = match (&self.hybrid, judge.and_then(|j| j.step)) {
             (Some(h), Some(step)) => {
+                let t0 = std::time::Instant::now();
                 let delta = h.plan_delta(&step.plan);
                 let mut next = h.clone();
                 next.apply(step.plan);
@@ -347,6 +353,7 @@ impl Engine {
                     v.score = hv.score;
                 }
                 out.hybrid = step.verdicts;
+                out.seconds_hybrid = judge_seconds + t0.elapsed().as_secs_f64();
                 (Some(next), Some(delta))
             }
             (None, _) => (None, None),

@@ -517,6 +517,7 @@ impl Model {
                 topics,
                 stats,
                 hybrid: Vec::new(),
+                seconds_hybrid: 0.0,
             },
         ))
     }

@@ -986,6 +986,7 @@ impl OstcModel {
                 topics,
                 stats,
                 hybrid: Vec::new(),
+                seconds_hybrid: 0.0,
             },
         ))
     }
