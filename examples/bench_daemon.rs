@@ -6,11 +6,13 @@
 //!     cargo build --release && cargo run --release --example bench_daemon -- [batches] [k] [max_terms] [memory_docs]
 //!
 //! Starts the real `novad run` on temporary directories (`--memory-docs memory_docs` when
-//! given, otherwise the default cap), bootstraps on 2,000 posts, then drops `batches`
-//! (default 10) batches of 1,000 posts one at a time and times each until it appears in
-//! processed/. Batches past the corpus's ~18.8k posts cycle it: repeated posts get new ids and
-//! later times (so the memory can be filled to a cap beyond the corpus; a repeated post's
-//! nearest remembered document is then its own earlier copy while that is still stored).
+//! given, `--detector model` for `model`, otherwise the default cap of 100,000), bootstraps
+//! on 2,000 posts, fills the memory towards its cap with 10,000-post files (one timestep each,
+//! not measured), then drops `batches` (default 10) batches of 1,000 posts one at a time and
+//! times each until it appears in processed/. Posts past the corpus's ~18.8k cycle it:
+//! repeated posts get new ids and later times (so the memory can be filled beyond the corpus;
+//! a repeated post's nearest remembered document is then its own earlier copy while that is
+//! still stored). The summary line covers the batches committed with the memory full.
 #[path = "../tests/common/daemon.rs"]
 #[allow(dead_code)]
 mod harness;
@@ -73,8 +75,10 @@ fn main() {
     let memory: Option<String> = a.next();
     let d = Dirs::new();
     let mut args = vec!["--k", &k, "--max-terms", &max_terms];
-    if let Some(m) = &memory {
-        args.extend(["--memory-docs", m.as_str()]);
+    match memory.as_deref() {
+        Some("model") => args.extend(["--detector", "model"]),
+        Some(m) => args.extend(["--memory-docs", m]),
+        None => {}
     }
     let daemon = Daemon::start(&d, &args);
     let pid = daemon.child.id();
@@ -96,11 +100,30 @@ fn main() {
     println!(
         "bootstrap batch (2000 docs, k = {k}, vocabulary bound {max_terms}, memory cap {cap}): {secs:.2}s end to end"
     );
+    // fill the memory to its cap in 10,000-document files (one timestep each), then measure
+    let cap_docs: usize = match memory.as_deref() {
+        Some("model") => 0,
+        Some(m) => m.parse().expect("memory_docs"),
+        None => 100_000,
+    };
+    let mut offset = 2000;
+    let mut fills = 0;
+    while offset + 10_000 <= cap_docs {
+        let name = format!("fill-{fills:03}.jsonl");
+        let body = jsonl_batch(offset, 10_000, &day(fills), &format!("f{fills}"));
+        let s = drop_and_wait(&name, &body);
+        println!(
+            "fill file {fills}: 10000 docs in {s:.2}s (documents so far: {})",
+            offset + 10_000
+        );
+        offset += 10_000;
+        fills += 1;
+    }
     let mut lat = Vec::new();
     let mut rss = Vec::new();
     for b in 0..batches {
         let name = format!("{:04}.jsonl", b + 1);
-        let body = jsonl_batch(2000 + b * 1000, 1000, &day(b), &format!("b{b}"));
+        let body = jsonl_batch(offset + b * 1000, 1000, &day(fills + b), &format!("b{b}"));
         lat.push(drop_and_wait(&name, &body));
         rss.push(vm_mib(pid, "VmRSS:"));
     }
@@ -111,7 +134,14 @@ fn main() {
         .lines()
         .filter(|l| l.contains("timestep committed"))
         .collect();
-    assert_eq!(lines.len(), batches + 1, "one committed timestep per file");
+    assert_eq!(
+        lines.len(),
+        batches + fills + 1,
+        "one committed timestep per file"
+    );
+    let lines: Vec<&str> = std::iter::once(lines[0])
+        .chain(lines[fills + 1..].iter().copied())
+        .collect();
     println!(
         "batch end_to_end  step coding update topics hybrid commit store+flush written_KiB memory_docs RSS_MiB"
     );

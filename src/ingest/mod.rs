@@ -209,8 +209,14 @@ impl Ingestor {
     ) -> Result<Outcome, IngestError> {
         let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
         let times: Vec<i64> = docs.iter().map(|d| d.time).collect();
+        if self.engine.is_spent() {
+            // a step whose commit failed moved the detector's memory away: the store still
+            // holds the state before it, which is the state to go on from
+            self.engine = self.store.engine(None)?;
+        }
         let t_step = Instant::now();
-        let (model, out) = match self.engine.step_at(&texts, &times) {
+        // the memory is updated in place: `self.engine` is spent until replaced below
+        let (model, out) = match self.engine.step_at_moving(&texts, &times) {
             Ok(r) => r,
             Err(e @ EngineError::NonFinite(_)) | Err(e @ EngineError::Inconsistent(_)) => {
                 return Ok(Outcome::Rejected(format!(

@@ -190,6 +190,14 @@ fn step(e: &Engine, t: usize, batch: &[(String, bool)]) -> (Engine, StepOutput) 
     e.step_at(&texts, &times).unwrap()
 }
 
+fn moving_step(e: &mut Engine, t: usize, batch: &[(String, bool)]) -> (Engine, StepOutput) {
+    let texts: Vec<&str> = batch.iter().map(|d| d.0.as_str()).collect();
+    let times: Vec<i64> = (0..texts.len())
+        .map(|i| 1000 * t as i64 + i as i64)
+        .collect();
+    e.step_at_moving(&texts, &times).unwrap()
+}
+
 /// Scores, flags and explanations of a step, and the state it leads to.
 fn outcome(
     e: &Engine,
@@ -220,11 +228,13 @@ fn commit_write(stored: &mut BTreeMap<String, Vec<u8>>, engine: &Engine) {
 }
 
 #[test]
-fn the_memory_never_exceeds_its_cap_and_the_delta_path_equals_the_full_state() {
+fn the_memory_never_exceeds_its_cap_and_the_delta_and_in_place_paths_equal_the_full_state() {
     let cap = 20;
     let params = capped_params(cap);
     let stream = capped_stream(7, 40);
     let mut engine = Engine::new(params.clone()).unwrap();
+    // the daemon's path: the memory moved along and updated in place
+    let mut moving = Engine::new(params.clone()).unwrap();
     let mut stored: BTreeMap<String, Vec<u8>> = engine.state_parts().into_iter().collect();
     let mut nonempty = 0usize;
     let mut max_seen = 0usize;
@@ -233,6 +243,26 @@ fn the_memory_never_exceeds_its_cap_and_the_delta_path_equals_the_full_state() {
         for (v, d) in out.verdicts.iter().zip(batch) {
             assert_eq!(v.empty, !d.1, "{}", d.0);
         }
+        let (moved, moved_out) = moving_step(&mut moving, t, batch);
+        assert_eq!(moved_out.hybrid, out.hybrid, "timestep {t}");
+        let scores = |o: &StepOutput| {
+            o.verdicts
+                .iter()
+                .map(|v| (v.score, v.novel))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(scores(&moved_out), scores(&out), "timestep {t}");
+        assert_eq!(moved.to_bytes(), next.to_bytes(), "timestep {t}");
+        let (a, b) = (moved.state_write(), next.state_write());
+        assert_eq!(
+            (a.full, a.incremental),
+            (b.full, b.incremental),
+            "timestep {t}"
+        );
+        assert!(moving.is_spent() && !moved.is_spent());
+        let again = moving.step_at(&["lava"], &[0]).unwrap_err().to_string();
+        assert!(again.contains("moved"), "{again}");
+        moving = moved;
         nonempty += batch.iter().filter(|d| d.1).count();
         let len = next.hybrid().unwrap().memory().len();
         assert!(
