@@ -954,6 +954,18 @@ fn notes(args: &EvalArgs) -> Vec<String> {
          bootstrap, and against non-novel documents of labels that arrived later."
             .to_string(),
     ];
+    if !args.hybrid_reweight
+        && args
+            .methods
+            .iter()
+            .any(|m| matches!(m, Method::Hybrid | Method::HybridOstc))
+    {
+        n.push(
+            "Hybrid columns: the daemon's engine with the hybrid detector on the model's own \
+             tokenizer and vocabulary (their seconds are the whole engine step, model included)."
+                .to_string(),
+        );
+    }
     if args.sre_sample > 0 {
         n.push(format!(
             "ℓ1-online SRE is computed on a seeded subsample of at most {} documents per timestep.",
