@@ -1,12 +1,18 @@
 //! End-to-end daemon benchmark on 20 Newsgroups: file renamed into the inbox → committed →
-//! moved to processed/, for 1,000-document batches with k = 200; store size and bytes written
-//! per timestep.
+//! moved to processed/, for 1,000-document batches with k = 200 and the hybrid detector (the
+//! default); where each batch's time goes, the memory size, RSS, and bytes written per
+//! timestep.
 //!
-//!     cargo build --release && cargo run --release --example bench_daemon -- [batches] [k] [max_terms]
+//!     cargo build --release && cargo run --release --example bench_daemon -- [batches] [k] [max_terms] [memory_docs]
 //!
-//! Starts the real `novad run` on temporary directories, bootstraps on 2,000 posts, then drops
-//! `batches` (default 10) batches of 1,000 posts one at a time and times each until it appears
-//! in processed/.
+//! Starts the real `novad run` on temporary directories (`--memory-docs memory_docs` when
+//! given, `--detector model` for `model`, otherwise the default cap of 100,000), bootstraps
+//! on 2,000 posts, fills the memory towards its cap with 10,000-post files (their timesteps
+//! not measured), then drops `batches` (default 10) batches of 1,000 posts one at a time and
+//! times each until it appears in processed/. Posts past the corpus's ~18.8k cycle it:
+//! repeated posts get new ids and later times (so the memory can be filled beyond the corpus;
+//! a repeated post's nearest remembered document is then its own earlier copy while that is
+//! still stored). The summary line covers the batches committed with the memory full.
 #[path = "../tests/common/daemon.rs"]
 #[allow(dead_code)]
 mod harness;
@@ -14,11 +20,12 @@ mod harness;
 use harness::*;
 use std::time::{Duration, Instant};
 
-fn vm_hwm_mib(pid: u32) -> f64 {
+/// A `VmHWM:` / `VmRSS:` figure of a process, in MiB.
+fn vm_mib(pid: u32, field: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+            s.lines().find(|l| l.starts_with(field)).and_then(|l| {
                 l.split_whitespace()
                     .nth(1)
                     .and_then(|v| v.parse::<f64>().ok())
@@ -28,23 +35,53 @@ fn vm_hwm_mib(pid: u32) -> f64 {
         / 1024.0
 }
 
-/// The numeric values of a `key=value` field (value possibly quoted) on the log lines that
-/// pass `keep`.
-fn field_values(log: &str, key: &str, keep: impl Fn(&str) -> bool) -> Vec<f64> {
-    log.lines()
-        .filter(|l| keep(l))
-        .filter_map(|l| l.split(key).nth(1))
-        .filter_map(|r| r.split_whitespace().next()?.trim_matches('"').parse().ok())
-        .collect()
+/// The value of a `key=value` field (value possibly quoted) of a log line.
+fn field(line: &str, key: &str) -> Option<f64> {
+    let rest = line.split(&format!(" {key}=")).nth(1)?;
+    rest.split_whitespace()
+        .next()?
+        .trim_matches('"')
+        .parse()
+        .ok()
 }
+
+/// The date of batch `b`: one day per batch from 2026-01-02 (28-day months), so times only grow.
+fn day(b: usize) -> String {
+    let d = b + 1;
+    format!("2026-{:02}-{:02}", 1 + d / 28, 1 + d % 28)
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+const COLUMNS: [&str; 9] = [
+    "seconds",
+    "step_seconds",
+    "coding_seconds",
+    "update_seconds",
+    "topics_seconds",
+    "hybrid_seconds",
+    "commit_seconds",
+    "store_seconds",
+    "written_kib",
+];
 
 fn main() {
     let mut a = std::env::args().skip(1);
     let batches: usize = a.next().map(|s| s.parse().unwrap()).unwrap_or(10);
     let k: String = a.next().unwrap_or_else(|| "200".into());
     let max_terms: String = a.next().unwrap_or_else(|| "100000".into());
+    let memory: Option<String> = a.next();
     let d = Dirs::new();
-    let daemon = Daemon::start(&d, &["--k", &k, "--max-terms", &max_terms]);
+    let mut args = vec!["--k", &k, "--max-terms", &max_terms];
+    match memory.as_deref() {
+        Some("model") => args.extend(["--detector", "model"]),
+        Some(m) => args.extend(["--memory-docs", m]),
+        None => {}
+    }
+    let daemon = Daemon::start(&d, &args);
+    let pid = daemon.child.id();
     let drop_and_wait = |name: &str, body: &str| -> f64 {
         let t = Instant::now();
         d.drop_file(name, body.as_bytes());
@@ -55,73 +92,118 @@ fn main() {
         }
         t.elapsed().as_secs_f64()
     };
+    let cap = memory.as_deref().unwrap_or("the default");
     let secs = drop_and_wait(
         "000-bootstrap.jsonl",
         &jsonl_batch(0, 2000, "2026-01-01", "boot"),
     );
     println!(
-        "bootstrap batch (2000 docs, k = {k}, vocabulary bound {max_terms}): {secs:.2}s end to end"
+        "bootstrap batch (2000 docs, k = {k}, vocabulary bound {max_terms}, memory cap {cap}): {secs:.2}s end to end"
     );
-    println!("batch  docs   end_to_end_s  store_MiB");
-    let mut lat = Vec::new();
-    for b in 0..batches {
-        let name = format!("{:03}.jsonl", b + 1);
-        let day = format!("2026-01-{:02}", 2 + b % 27);
-        let body = jsonl_batch(2000 + b * 1000, 1000, &day, &format!("b{b}"));
+    // fill the memory to its cap in 10,000-document files (one timestep each), then measure
+    let cap_docs: usize = match memory.as_deref() {
+        Some("model") => 0,
+        Some(m) => m.parse().expect("memory_docs"),
+        None => 100_000,
+    };
+    let mut offset = 2000;
+    let mut fills = 0;
+    while offset + 10_000 <= cap_docs {
+        let name = format!("fill-{fills:03}.jsonl");
+        let body = jsonl_batch(offset, 10_000, &day(fills), &format!("f{fills}"));
         let s = drop_and_wait(&name, &body);
-        lat.push(s);
         println!(
-            "{:>5} {:>5} {:>14.3} {:>10.1}",
-            b + 1,
-            1000,
-            s,
-            novad::store::dir_size(&d.store()) as f64 / (1 << 20) as f64
+            "fill file {fills}: 10000 docs in {s:.2}s (documents so far: {})",
+            offset + 10_000
         );
+        offset += 10_000;
+        fills += 1;
     }
-    let rss = vm_hwm_mib(daemon.child.id());
-    let status: serde_json::Value = serde_json::from_str(&novad_ok(&[
-        "status",
-        "--store",
-        &d.store().display().to_string(),
-        "--format",
-        "json",
-    ]))
-    .unwrap();
+    let mut lat = Vec::new();
+    let mut rss = Vec::new();
+    for b in 0..batches {
+        let name = format!("{:04}.jsonl", b + 1);
+        let body = jsonl_batch(offset + b * 1000, 1000, &day(fills + b), &format!("b{b}"));
+        lat.push(drop_and_wait(&name, &body));
+        rss.push(vm_mib(pid, "VmRSS:"));
+    }
+    let hwm = vm_mib(pid, "VmHWM:");
     drop(daemon);
     let log = std::fs::read_to_string(d.log()).unwrap();
-    let written = field_values(&log, "written_kib=", |_| true);
-    let store_s = field_values(&log, "store_seconds=", |_| true);
-    let total_s = field_values(&log, " seconds=", |l| l.contains("timestep committed"));
-    if store_s.len() > 1 && store_s.len() == total_s.len() {
-        let st: f64 = store_s[1..].iter().sum();
-        let tt: f64 = total_s[1..].iter().sum();
-        println!(
-            "of the ingest time after the bootstrap, committing + flushing the store took {:.0} % ({st:.2} s of {tt:.2} s)",
-            100.0 * st / tt
-        );
-    }
-    lat.sort_by(f64::total_cmp);
-    let mean = lat.iter().sum::<f64>() / lat.len() as f64;
-    println!(
-        "end to end per 1000-doc batch: mean {mean:.3}s, median {:.3}s, max {:.3}s",
-        lat[lat.len() / 2],
-        lat[lat.len() - 1]
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("timestep committed"))
+        .collect();
+    // a fill file may take more than one timestep (--max-batch-bytes): leave them all out
+    let lines: Vec<&str> = lines.into_iter().filter(|l| !l.contains("fill-")).collect();
+    assert_eq!(
+        lines.len(),
+        batches + 1,
+        "one committed timestep per measured file"
     );
     println!(
-        "vocabulary at the end: {} terms; daemon peak RSS {rss:.0} MiB",
-        status["state"]["terms"]
+        "batch end_to_end  step coding update topics hybrid commit store+flush written_KiB memory_docs RSS_MiB"
     );
-    if written.len() > 1 {
-        let steady = &written[1..];
+    let mut at_cap: Vec<Vec<f64>> = vec![Vec::new(); COLUMNS.len() + 1];
+    for (b, l) in lines[1..].iter().enumerate() {
+        let f: Vec<f64> = COLUMNS
+            .iter()
+            .map(|c| field(l, c).unwrap_or(f64::NAN))
+            .collect();
+        let mem = field(l, "memory_docs").unwrap_or(f64::NAN);
         println!(
-            "bytes written per timestep (keys+values of the transaction): bootstrap {:.1} MiB, then mean {:.1} MiB, max {:.1} MiB",
-            written[0] / 1024.0,
-            steady.iter().sum::<f64>() / steady.len() as f64 / 1024.0,
-            steady.iter().cloned().fold(0.0, f64::max) / 1024.0
+            "{:>5} {:>10.3} {:>5.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>11.3} {:>11.0} {:>11} {:>7.0}",
+            b + 1,
+            lat[b],
+            f[1],
+            f[2],
+            f[3],
+            f[4],
+            f[5],
+            f[6],
+            f[7],
+            f[8],
+            mem,
+            rss[b]
+        );
+        // batches committed with the memory full (after one more batch at the cap)
+        // (every batch without the hybrid detector)
+        let prev_full = mem.is_nan() || (b > 0 && field(lines[b], "memory_docs") == Some(mem));
+        if prev_full {
+            at_cap[0].push(lat[b]);
+            for (i, v) in f.iter().enumerate() {
+                at_cap[i + 1].push(*v);
+            }
+        }
+    }
+    if at_cap[0].is_empty() {
+        println!("the memory never stayed at its cap: add batches");
+    } else {
+        let m: Vec<f64> = at_cap.iter().map(|v| mean(v)).collect();
+        let mut sorted = at_cap[0].clone();
+        sorted.sort_by(f64::total_cmp);
+        println!(
+            "batches with the memory at its cap, or all without the hybrid ({}): end to end mean {:.3}s, median {:.3}s, max {:.3}s; \
+             daemon ingest {:.3}s = step {:.3}s (coding {:.3}, update {:.3}, topics {:.3}, hybrid {:.3}) \
+             + commit {:.3}s + flush {:.3}s; written {:.1} MiB per timestep",
+            sorted.len(),
+            m[0],
+            sorted[sorted.len() / 2],
+            sorted[sorted.len() - 1],
+            m[1],
+            m[2],
+            m[3],
+            m[4],
+            m[5],
+            m[6],
+            m[7],
+            m[8] - m[7],
+            m[9] / 1024.0
         );
     }
     println!(
-        "store size on disk after {} timesteps: {:.1} MiB",
+        "daemon peak RSS (VmHWM) {hwm:.0} MiB; bootstrap wrote {:.1} MiB; store on disk after {} timesteps: {:.1} MiB",
+        field(lines[0], "written_kib").unwrap_or(f64::NAN) / 1024.0,
         batches + 1,
         novad::store::dir_size(&d.store()) as f64 / (1 << 20) as f64
     );

@@ -329,3 +329,58 @@ fn adaptive_size_injects_topics_and_retires_unused_atoms_and_round_trips_through
     let back = novad::ingest::Ingestor::open(dir.path(), None).unwrap();
     assert_eq!(back.engine.to_bytes(), digest);
 }
+
+/// The daemon's step moves the hybrid detector's memory into the new engine (updated in
+/// place); when the commit then does not happen, the next ingest goes on from the committed
+/// state, so the result equals a run where nothing failed.
+#[test]
+fn a_step_that_was_not_committed_is_taken_back_from_the_store() {
+    let params = novad_models::ModelParams::L1(Params::default().with_k(10));
+    assert!(
+        params.hybrid().is_some(),
+        "the default runs the hybrid detector"
+    );
+    let mut r = rng(11);
+    let batches: Vec<String> = (0..5)
+        .map(|t| {
+            (0..40)
+                .map(|i| {
+                    let topic = if t >= 3 && i % 4 == 0 { 6 } else { i % 3 };
+                    format!("{}\n", topic_doc(&mut r, topic, 20))
+                })
+                .collect()
+        })
+        .collect();
+    let run = |fail_before: Option<usize>| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ing = novad::ingest::Ingestor::open(dir.path(), Some(&params)).unwrap();
+        for (t, body) in batches.iter().enumerate() {
+            if fail_before == Some(t) {
+                // a step of the next batch whose commit never happens
+                let texts: Vec<&str> = body.lines().collect();
+                let (_lost, _) = ing
+                    .engine
+                    .step_at_moving(&texts, &vec![0; texts.len()])
+                    .unwrap();
+                assert!(ing.engine.is_spent());
+            }
+            match ing
+                .ingest_bytes(&format!("{t}.txt"), body.as_bytes(), 1000 * t as i64)
+                .unwrap()
+            {
+                novad::ingest::Outcome::Committed { memory_docs, .. } => {
+                    assert_eq!(memory_docs, Some(40 * (t + 1)), "batch {t}");
+                }
+                o => panic!("{o:?}"),
+            }
+        }
+        let image = ing.engine.to_bytes();
+        drop(ing);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let back = novad::ingest::Ingestor::open(dir.path(), None).unwrap();
+        assert_eq!(back.engine.to_bytes(), image, "the store holds the engine");
+        image
+    };
+    let clean = run(None);
+    assert_eq!(run(Some(3)), clean);
+}

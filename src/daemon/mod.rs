@@ -299,6 +299,10 @@ fn continue_file(
             end,
             seconds,
             seconds_store,
+            seconds_step,
+            seconds_hybrid,
+            seconds_commit,
+            memory_docs,
         }) => {
             tracing::info!(
                 file = %name,
@@ -311,6 +315,14 @@ fn continue_file(
                 written_kib = commit.bytes / 1024,
                 seconds = format!("{seconds:.3}"),
                 store_seconds = format!("{seconds_store:.3}"),
+                step_seconds = format!("{seconds_step:.3}"),
+                vectorize_seconds = format!("{:.3}", stats.seconds_vectorize),
+                coding_seconds = format!("{:.3}", stats.seconds_coding),
+                update_seconds = format!("{:.3}", stats.seconds_update),
+                topics_seconds = format!("{:.3}", stats.seconds_topics),
+                hybrid_seconds = format!("{seconds_hybrid:.3}"),
+                commit_seconds = format!("{seconds_commit:.3}"),
+                memory_docs = memory_docs.map_or("none".to_string(), |n| n.to_string()),
                 "timestep committed"
             );
         }

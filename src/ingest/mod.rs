@@ -75,6 +75,13 @@ pub enum Outcome {
         /// Whole ingest, and the part spent committing + flushing the store.
         seconds: f64,
         seconds_store: f64,
+        /// Where the rest went: the engine's step (of which the hybrid detector
+        /// `seconds_hybrid`), and the commit's transaction (before the flush).
+        seconds_step: f64,
+        seconds_hybrid: f64,
+        seconds_commit: f64,
+        /// Documents in the hybrid detector's memory after this timestep (None without it).
+        memory_docs: Option<usize>,
     },
     /// The same content was committed before (e.g. a crash after the flush, before the move).
     AlreadyCommitted { timestep: u64 },
@@ -202,7 +209,14 @@ impl Ingestor {
     ) -> Result<Outcome, IngestError> {
         let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
         let times: Vec<i64> = docs.iter().map(|d| d.time).collect();
-        let (model, out) = match self.engine.step_at(&texts, &times) {
+        if self.engine.is_spent() {
+            // a step whose commit failed moved the detector's memory away: the store still
+            // holds the state before it, which is the state to go on from
+            self.engine = self.store.engine(None)?;
+        }
+        let t_step = Instant::now();
+        // the memory is updated in place: `self.engine` is spent until replaced below
+        let (model, out) = match self.engine.step_at_moving(&texts, &times) {
             Ok(r) => r,
             Err(e @ EngineError::NonFinite(_)) | Err(e @ EngineError::Inconsistent(_)) => {
                 return Ok(Outcome::Rejected(format!(
@@ -213,6 +227,7 @@ impl Ingestor {
                 return Ok(Outcome::Rejected(format!("invalid parameters: {e}")))
             }
         };
+        let seconds_step = t_step.elapsed().as_secs_f64();
         let timestep = self.engine.timestep();
         let (verdicts, topics) =
             step_records(src.name, timestep, docs, &model, &out, now_ms, &self.store);
@@ -239,6 +254,8 @@ impl Ingestor {
         };
         let t_store = Instant::now();
         let commit = self.store.commit(&model, &write)?;
+        let seconds_commit = t_store.elapsed().as_secs_f64();
+        let memory_docs = model.hybrid().map(|h| h.memory().len());
         // The transaction is applied (visible to readers and to the file-hash check) even if
         // the flush below fails, so the model in memory must follow it now: a retry of this
         // file then finds it committed, and the next batch steps from this timestep.
@@ -253,6 +270,10 @@ impl Ingestor {
             end: src.range.end,
             seconds: t0.elapsed().as_secs_f64(),
             seconds_store,
+            seconds_step,
+            seconds_hybrid: out.seconds_hybrid,
+            seconds_commit,
+            memory_docs,
         })
     }
 }

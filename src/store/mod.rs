@@ -26,7 +26,7 @@ pub mod topics;
 pub use state::state_digest_of;
 use state::{chunk_key, parts_state};
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
@@ -163,7 +163,7 @@ pub struct Store {
     db: sled::Db,
     trees: Vec<sled::Tree>,
     /// blake3 of every state chunk as committed, by (tree index, key).
-    cache: HashMap<(usize, Vec<u8>), blake3::Hash>,
+    cache: BTreeMap<(usize, Vec<u8>), blake3::Hash>,
     /// Journal lines and sidecar of commits not yet flushed (written by [`Store::flush`]).
     pending: Vec<sidecar::JournalLine>,
     pending_sidecar: Option<sidecar::Committed>,
@@ -194,7 +194,7 @@ impl Store {
         let mut store = Store {
             dir: dir.to_path_buf(),
             trees: Vec::new(),
-            cache: HashMap::new(),
+            cache: BTreeMap::new(),
             pending: Vec::new(),
             pending_sidecar: None,
             db,
@@ -356,7 +356,7 @@ impl Store {
         if self.state_meta()?.is_none() {
             return Engine::new(params).map_err(|e| model_err(self, e.into()));
         }
-        let mut cache = HashMap::new();
+        let mut cache = BTreeMap::new();
         let mut chunks = Vec::new();
         for kv in self.tree(PARTS).iter() {
             let (k, v) = kv.map_err(|e| self.sled(e))?;
@@ -542,16 +542,21 @@ impl Store {
             }
             seen.insert(key);
         }
-        let kept = |k: &ChunkKey| {
-            incremental.is_some()
-                && k.0 == PARTS_TREE
-                && k.1.starts_with(INCREMENTAL_PREFIX.as_bytes())
+        // every cached chunk the state no longer has, except (with a delta) the chunks under
+        // the incremental prefix, which the delta changes: the cache is ordered, so those are
+        // one key range, skipped without visiting it
+        let mut removed: Vec<&ChunkKey> = match incremental {
+            None => self.cache.keys().filter(|k| !seen.contains(*k)).collect(),
+            Some(_) => {
+                let (lo, hi) = incremental_range();
+                self.cache
+                    .range(..lo)
+                    .chain(self.cache.range(hi..))
+                    .map(|(k, _)| k)
+                    .filter(|k| !seen.contains(*k))
+                    .collect()
+            }
         };
-        let mut removed: Vec<&ChunkKey> = self
-            .cache
-            .keys()
-            .filter(|k| !seen.contains(*k) && !kept(k))
-            .collect();
         if let Some(d) = incremental {
             for (k, bytes) in part_chunks(&d.put) {
                 let key = (PARTS_TREE, k);
@@ -623,6 +628,16 @@ impl Drop for Store {
 }
 
 /// The `meta` key of a file name's ingest progress.
+/// The cache keys of the chunks under [`INCREMENTAL_PREFIX`]: exactly the keys `k` with
+/// `lo <= k < hi` (the prefix, then the prefix with its last byte incremented).
+fn incremental_range() -> (ChunkKey, ChunkKey) {
+    let lo = INCREMENTAL_PREFIX.as_bytes().to_vec();
+    let mut hi = lo.clone();
+    let last = hi.last_mut().expect("a non-empty prefix");
+    *last += 1;
+    ((PARTS_TREE, lo), (PARTS_TREE, hi))
+}
+
 fn progress_key(name: &str) -> Vec<u8> {
     let mut k = KEY_PROGRESS.to_vec();
     k.extend_from_slice(name.as_bytes());
@@ -714,4 +729,45 @@ pub fn json_diff(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
     let mut out = Vec::new();
     walk("", a, b, &mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_incremental_range_holds_exactly_the_keys_under_the_prefix() {
+        let (lo, hi) = incremental_range();
+        let p = INCREMENTAL_PREFIX.as_bytes();
+        let mut keys: Vec<ChunkKey> = Vec::new();
+        for name in [
+            "memory/doc/",
+            "memory/doc/00000000",
+            "memory/doc/ffffffff",
+            "memory/doc0",
+            "memory/doc.",
+            "memory/do",
+            "memory/meta",
+            "hybrid/meta",
+            "vocab",
+        ] {
+            for i in [0, 7] {
+                keys.push(chunk_key(name, i));
+                keys.push((0, chunk_key(name, i).1));
+            }
+        }
+        let mut with_tail = p.to_vec();
+        with_tail.extend([0xff, 0xff]);
+        keys.push((PARTS_TREE, with_tail));
+        for k in &keys {
+            let under = k.0 == PARTS_TREE && k.1.starts_with(p);
+            assert_eq!(
+                *k >= lo && *k < hi,
+                under,
+                "{:?}",
+                String::from_utf8_lossy(&k.1)
+            );
+        }
+        assert!(keys.iter().filter(|k| *k >= &lo && *k < &hi).count() >= 5);
+    }
 }

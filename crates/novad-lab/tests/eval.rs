@@ -611,3 +611,91 @@ fn bad_arguments_are_typed_errors() {
     assert!(Cli::try_parse_from(["eval", "--methods", "l1-online,bogus"]).is_err());
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn hybrid_columns_are_the_daemons_engine_verdict_scores() {
+    use novad_models::memory::HybridParams;
+    use novad_models::ostc::OstcParams;
+    use novad_models::{Engine, ModelParams, Params};
+    let out = tmp("hybrid-product");
+    let o = out.display().to_string();
+    let mut extra: Vec<&str> = SMALL.to_vec();
+    extra.extend([
+        "--phases",
+        "3",
+        "--seed",
+        "3",
+        "--config",
+        "paper",
+        "--methods",
+        "hybrid,hybrid-ostc",
+        "--topics",
+        "off",
+        "--hybrid-max-docs",
+        "60",
+        "--hybrid-nn-weight",
+        "0.7",
+        "--out",
+        &o,
+    ]);
+    run(&args(&extra)).expect("eval runs");
+    // the columns, per timestep, from scores.jsonl
+    let mut cols: BTreeMap<(String, usize), Vec<f64>> = BTreeMap::new();
+    for line in read(&out.join("scores.jsonl")).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let t = v["timestep"].as_u64().unwrap() as usize;
+        for c in ["hybrid", "hybrid-ostc"] {
+            let s = v["scores"][c]
+                .as_f64()
+                .expect("a score in each hybrid column");
+            cols.entry((c.to_string(), t)).or_default().push(s);
+        }
+    }
+    // the oracle: the daemon's engine on the same stream, hybrid set as the arguments say
+    let stream = cikm_protocol(
+        posts(),
+        &CikmSizes {
+            bootstrap_groups: 3,
+            bootstrap_posts: 40,
+            new_groups: 2,
+            novel_posts: 15,
+            known_posts: 45,
+            phases: Some(3),
+        },
+        3,
+    )
+    .unwrap();
+    let mut hp = HybridParams::default();
+    hp.memory.max_docs = 60;
+    hp.nn_weight = 0.7;
+    let mut l1 = Params::paper();
+    l1.k = 30;
+    l1.seed = 3;
+    l1.hybrid = Some(hp.clone());
+    let ostc = OstcParams {
+        seed: 3,
+        hybrid: Some(hp),
+        ..OstcParams::default()
+    };
+    for (col, params) in [
+        ("hybrid", ModelParams::L1(l1)),
+        ("hybrid-ostc", ModelParams::Ostc(ostc)),
+    ] {
+        let mut e = Engine::new(params).unwrap();
+        let mut remembered = 0;
+        for (t, ts) in stream.timesteps.iter().enumerate() {
+            let texts: Vec<&str> = ts.docs.iter().map(|d| d.text.as_str()).collect();
+            let (next, o) = e.step_at(&texts, &vec![t as i64; texts.len()]).unwrap();
+            let want: Vec<f64> = o.verdicts.iter().map(|v| v.score).collect();
+            assert_eq!(cols[&(col.to_string(), t)], want, "{col}, timestep {t}");
+            assert_eq!(o.hybrid.len(), texts.len());
+            e = next;
+            remembered = e.hybrid().unwrap().memory().len();
+        }
+        assert_eq!(
+            remembered, 60,
+            "{col}: the memory cap came from --hybrid-max-docs"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}

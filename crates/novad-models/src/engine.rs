@@ -7,6 +7,7 @@
 //! store has one layout for all of them.
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use thiserror::Error;
 
@@ -148,6 +149,8 @@ pub struct Engine {
     hybrid: Option<Box<Hybrid>>,
     /// The memory parts the step that made this engine changed (see [`Engine::state_write`]).
     delta: Option<PartsDelta>,
+    /// The hybrid detector moved to a successor ([`Engine::step_at_moving`]).
+    spent: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -208,10 +211,12 @@ struct HybridJudge<'a> {
     timestep: u64,
     times: &'a [i64],
     step: Option<HybridStep>,
+    seconds: f64,
 }
 
 impl Judge for HybridJudge<'_> {
     fn judge(&mut self, b: &Scored) -> Result<Judgement, EngineError> {
+        let t0 = Instant::now();
         let vectors: Vec<TermVector> = b
             .vectors
             .iter()
@@ -247,8 +252,21 @@ impl Judge for HybridJudge<'_> {
             threshold: step.threshold,
         };
         self.step = Some(step);
+        self.seconds = t0.elapsed().as_secs_f64();
         Ok(j)
     }
+}
+
+/// Apply a hybrid step to `h` (the state it was planned on) and put its verdicts into `out`
+/// (fused scores, explanations); returns the parts it changed.
+fn fold_hybrid(h: &mut Hybrid, step: HybridStep, out: &mut StepOutput) -> PartsDelta {
+    let delta = h.plan_delta(&step.plan);
+    h.apply(step.plan);
+    for (v, hv) in out.verdicts.iter_mut().zip(&step.verdicts) {
+        v.score = hv.score;
+    }
+    out.hybrid = step.verdicts;
+    delta
 }
 
 impl Engine {
@@ -275,6 +293,7 @@ impl Engine {
             model,
             hybrid,
             delta: None,
+            spent: false,
         })
     }
 
@@ -310,11 +329,81 @@ impl Engine {
     /// unit; the hybrid detector's nearest-document references carry it). With the hybrid
     /// detector the verdicts' scores are the fused scores, novelty is decided on them, topics
     /// group those novel documents, and `StepOutput::hybrid` explains each verdict.
+    ///
+    /// The new engine gets its own copy of the hybrid detector's memory (O(memory));
+    /// [`Self::step_at_moving`] updates it in place instead.
     pub fn step_at(
         &self,
         texts: &[&str],
         times: &[i64],
     ) -> Result<(Engine, StepOutput), EngineError> {
+        let (model, mut out, step) = self.step_model(texts, times)?;
+        let (hybrid, delta) = match (&self.hybrid, step) {
+            (Some(h), Some((step, judged))) => {
+                let t0 = Instant::now();
+                let mut next = h.clone();
+                let delta = fold_hybrid(&mut next, step, &mut out);
+                out.seconds_hybrid = judged + t0.elapsed().as_secs_f64();
+                (Some(next), Some(delta))
+            }
+            _ => (None, None),
+        };
+        Ok((Engine::stepped(model, hybrid, delta), out))
+    }
+
+    /// [`Self::step_at`] that moves the hybrid detector into the new engine and updates its
+    /// memory in place: O(batch) instead of an O(memory) copy, same engine and output.
+    ///
+    /// On error `self` is unchanged. On success `self` is spent ([`Self::is_spent`]): it keeps
+    /// its model but its hybrid detector went to the new engine, so it refuses to step again
+    /// and must be replaced (by the new engine once its state is committed, or by the
+    /// committed state reloaded when it is not).
+    pub fn step_at_moving(
+        &mut self,
+        texts: &[&str],
+        times: &[i64],
+    ) -> Result<(Engine, StepOutput), EngineError> {
+        let (model, mut out, step) = self.step_model(texts, times)?;
+        let (hybrid, delta) = match (self.hybrid.take(), step) {
+            (Some(mut h), Some((step, judged))) => {
+                let t0 = Instant::now();
+                let delta = fold_hybrid(&mut h, step, &mut out);
+                out.seconds_hybrid = judged + t0.elapsed().as_secs_f64();
+                self.spent = true;
+                (Some(h), Some(delta))
+            }
+            _ => (None, None),
+        };
+        Ok((Engine::stepped(model, hybrid, delta), out))
+    }
+
+    /// True when [`Self::step_at_moving`] moved this engine's hybrid detector away.
+    pub fn is_spent(&self) -> bool {
+        self.spent
+    }
+
+    fn stepped(model: Inner, hybrid: Option<Box<Hybrid>>, delta: Option<PartsDelta>) -> Engine {
+        Engine {
+            model,
+            hybrid,
+            delta,
+            spent: false,
+        }
+    }
+
+    /// The model's step, judged by the hybrid detector when there is one; its step (not yet
+    /// applied) and the seconds it took come back with the model's output.
+    #[allow(clippy::type_complexity)]
+    fn step_model(
+        &self,
+        texts: &[&str],
+        times: &[i64],
+    ) -> Result<(Inner, StepOutput, Option<(HybridStep, f64)>), EngineError> {
+        if self.spent {
+            return Err(EngineError::Inconsistent(
+                "this engine's hybrid detector moved to the engine its step returned".into(),
+            ));
+        }
         if times.len() != texts.len() {
             return Err(EngineError::Inconsistent(format!(
                 "{} times for {} documents",
@@ -327,9 +416,10 @@ impl Engine {
             timestep: self.timestep(),
             times,
             step: None,
+            seconds: 0.0,
         });
         let j: Option<&mut dyn Judge> = judge.as_mut().map(|j| j as &mut dyn Judge);
-        let (model, mut out) = match &self.model {
+        let (model, out) = match &self.model {
             Inner::L1(m) => m
                 .step_judged(texts, j)
                 .map(|(m, o)| (Inner::L1(Box::new(m)), o))?,
@@ -338,32 +428,17 @@ impl Engine {
                 .step_judged(texts, j)
                 .map(|(m, o)| (Inner::Ostc(Box::new(m)), o))?,
         };
-        let (hybrid, delta) = match (&self.hybrid, judge.and_then(|j| j.step)) {
-            (Some(h), Some(step)) => {
-                let delta = h.plan_delta(&step.plan);
-                let mut next = h.clone();
-                next.apply(step.plan);
-                for (v, hv) in out.verdicts.iter_mut().zip(&step.verdicts) {
-                    v.score = hv.score;
-                }
-                out.hybrid = step.verdicts;
-                (Some(next), Some(delta))
-            }
-            (None, _) => (None, None),
-            (Some(_), None) => {
-                return Err(EngineError::Inconsistent(
-                    "the model did not consult the hybrid detector".into(),
-                ))
-            }
-        };
-        Ok((
-            Engine {
-                model,
-                hybrid,
-                delta,
-            },
-            out,
-        ))
+        match judge {
+            None => Ok((model, out, None)),
+            Some(HybridJudge {
+                step: Some(step),
+                seconds,
+                ..
+            }) => Ok((model, out, Some((step, seconds)))),
+            Some(_) => Err(EngineError::Inconsistent(
+                "the model did not consult the hybrid detector".into(),
+            )),
+        }
     }
 
     /// Index the next batch gets.
@@ -463,6 +538,7 @@ impl Engine {
             model,
             hybrid,
             delta: None,
+            spent: false,
         })
     }
 

@@ -108,6 +108,9 @@ pub struct StepOutput {
     /// When present, `verdicts[i].score` is the fused score and `hybrid[i].model_score` the
     /// model's own.
     pub hybrid: Vec<crate::memory::HybridVerdict>,
+    /// Seconds the hybrid detector took (scoring the batch against the memory, then planning
+    /// and applying its update); 0 without it.
+    pub seconds_hybrid: f64,
 }
 
 /// A scored batch as a model hands it to a [`Judge`], after scoring and before anything that

@@ -1,8 +1,13 @@
 //! The hybrid detector (default ℓ1 model + document memory) on the example batches: three
-//! days of small news, baking chatter on every day, a volcano story only on day 3.
+//! days of small news, baking chatter on every day, a volcano story only on day 3; and the
+//! memory's cap and state persistence through the engine.
 
-use novad_models::memory::{DocRef, Hybrid, HybridDoc, HybridParams, HybridVerdict, TermVector};
-use novad_models::{Model, Params};
+use std::collections::BTreeMap;
+
+use novad_models::memory::{HybridParams, HybridVerdict, MemoryParams};
+use novad_models::{Engine, ModelParams, Params, StepOutput, INCREMENTAL_PREFIX};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 struct Day {
     ids: Vec<String>,
@@ -30,40 +35,28 @@ fn days() -> Vec<Day> {
         .collect()
 }
 
-/// Run the default model and the hybrid over the days; per day the hybrid's verdicts.
+/// Run the default ℓ1 parameters (hybrid detector on) through the engine, as the daemon does;
+/// per day the hybrid's verdicts.
 fn run() -> (Vec<Day>, Vec<Vec<HybridVerdict>>) {
     let days = days();
     let params = Params::default();
-    let mut model = Model::new(params.clone()).unwrap();
-    let mut hybrid = Hybrid::new(HybridParams::default()).unwrap();
+    assert!(params.hybrid.is_some());
+    let mut engine = Engine::new(ModelParams::L1(params)).unwrap();
     let mut hv = Vec::new();
     for (t, day) in days.iter().enumerate() {
-        let (next, out) = model.step(&day.texts).unwrap();
-        let vectors: Vec<TermVector> = out
-            .vectors
-            .iter()
-            .map(|v| TermVector::from_sparse(v, |id| next.vocab().term(id)))
-            .collect();
-        let docs: Vec<HybridDoc> = vectors
-            .iter()
-            .zip(&out.verdicts)
-            .enumerate()
-            .map(|(i, (v, verdict))| HybridDoc {
-                reference: DocRef {
-                    timestep: t as u64,
-                    seq: i as u32,
-                    time: t as i64,
-                },
-                vector: v,
-                model_score: verdict.score,
-            })
-            .collect();
-        let step = hybrid
-            .step(&docs, &params.threshold, out.stats.bootstrap)
+        let texts: Vec<&str> = day.texts.iter().map(String::as_str).collect();
+        let (next, out) = engine
+            .step_at(&texts, &vec![t as i64; texts.len()])
             .unwrap();
-        hybrid.apply(step.plan);
-        model = next;
-        hv.push(step.verdicts);
+        for (v, h) in out.verdicts.iter().zip(&out.hybrid) {
+            assert_eq!(
+                (v.score, v.novel),
+                (h.score, h.novel),
+                "verdicts are the hybrid's"
+            );
+        }
+        engine = next;
+        hv.push(out.hybrid);
     }
     (days, hv)
 }
@@ -149,4 +142,186 @@ fn verdicts_explain_themselves_with_the_nearest_earlier_document() {
         best_volcano < worst_chatter,
         "{best_volcano} vs {worst_chatter}"
     );
+}
+
+/// A stream of small batches: topic documents, stop-word-only documents (no known term) and
+/// one batch of nothing but those. Returns the batches and which documents have a known term.
+fn capped_stream(seed: u64, batches: usize) -> Vec<Vec<(String, bool)>> {
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    (0..batches)
+        .map(|t| {
+            let n = if t == 0 { 24 } else { r.random_range(1..10) };
+            (0..n)
+                .map(|_| {
+                    if t == 5 || r.random::<f64>() < 0.15 {
+                        return ("the and of it".to_string(), false);
+                    }
+                    let topic = r.random_range(0..6) + t / 8;
+                    let mut words: Vec<String> = (0..12)
+                        .map(|_| format!("t{topic}w{}", r.random_range(0..15)))
+                        .collect();
+                    for _ in 0..3 {
+                        words.push(format!("noise{}", r.random_range(0..200)));
+                    }
+                    (words.join(" "), true)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn capped_params(max_docs: usize) -> ModelParams {
+    let mut p = Params::default().with_k(6);
+    p.hybrid = Some(HybridParams {
+        memory: MemoryParams {
+            max_docs,
+            ..MemoryParams::default()
+        },
+        ..HybridParams::default()
+    });
+    ModelParams::L1(p)
+}
+
+fn step(e: &Engine, t: usize, batch: &[(String, bool)]) -> (Engine, StepOutput) {
+    let texts: Vec<&str> = batch.iter().map(|d| d.0.as_str()).collect();
+    let times: Vec<i64> = (0..texts.len())
+        .map(|i| 1000 * t as i64 + i as i64)
+        .collect();
+    e.step_at(&texts, &times).unwrap()
+}
+
+fn moving_step(e: &mut Engine, t: usize, batch: &[(String, bool)]) -> (Engine, StepOutput) {
+    let texts: Vec<&str> = batch.iter().map(|d| d.0.as_str()).collect();
+    let times: Vec<i64> = (0..texts.len())
+        .map(|i| 1000 * t as i64 + i as i64)
+        .collect();
+    e.step_at_moving(&texts, &times).unwrap()
+}
+
+/// Scores, flags and explanations of a step, and the state it leads to.
+fn outcome(
+    e: &Engine,
+    t: usize,
+    batch: &[(String, bool)],
+) -> (Vec<(f64, bool)>, Vec<HybridVerdict>, Vec<u8>) {
+    let (next, out) = step(e, t, batch);
+    let v = out.verdicts.iter().map(|v| (v.score, v.novel)).collect();
+    (v, out.hybrid, next.to_bytes())
+}
+
+/// What a store holds after committing `engine`'s state write over `stored`: the parts given in
+/// full replace every part outside the incremental prefix; the delta updates the rest.
+fn commit_write(stored: &mut BTreeMap<String, Vec<u8>>, engine: &Engine) {
+    let w = engine.state_write();
+    match &w.incremental {
+        None => *stored = w.full.into_iter().collect(),
+        Some(d) => {
+            stored.retain(|n, _| n.starts_with(INCREMENTAL_PREFIX));
+            assert!(w
+                .full
+                .iter()
+                .all(|(n, _)| !n.starts_with(INCREMENTAL_PREFIX)));
+            stored.extend(w.full);
+            d.apply_to(stored);
+        }
+    }
+}
+
+#[test]
+fn the_memory_never_exceeds_its_cap_and_the_delta_and_in_place_paths_equal_the_full_state() {
+    let cap = 20;
+    let params = capped_params(cap);
+    let stream = capped_stream(7, 40);
+    let mut engine = Engine::new(params.clone()).unwrap();
+    // the daemon's path: the memory moved along and updated in place
+    let mut moving = Engine::new(params.clone()).unwrap();
+    let mut stored: BTreeMap<String, Vec<u8>> = engine.state_parts().into_iter().collect();
+    let mut nonempty = 0usize;
+    let mut max_seen = 0usize;
+    for (t, batch) in stream.iter().enumerate() {
+        let (next, out) = step(&engine, t, batch);
+        for (v, d) in out.verdicts.iter().zip(batch) {
+            assert_eq!(v.empty, !d.1, "{}", d.0);
+        }
+        let (moved, moved_out) = moving_step(&mut moving, t, batch);
+        assert_eq!(moved_out.hybrid, out.hybrid, "timestep {t}");
+        let scores = |o: &StepOutput| {
+            o.verdicts
+                .iter()
+                .map(|v| (v.score, v.novel))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(scores(&moved_out), scores(&out), "timestep {t}");
+        assert_eq!(moved.to_bytes(), next.to_bytes(), "timestep {t}");
+        let (a, b) = (moved.state_write(), next.state_write());
+        assert_eq!(
+            (a.full, a.incremental),
+            (b.full, b.incremental),
+            "timestep {t}"
+        );
+        assert!(moving.is_spent() && !moved.is_spent());
+        let again = moving.step_at(&["lava"], &[0]).unwrap_err().to_string();
+        assert!(again.contains("moved"), "{again}");
+        moving = moved;
+        nonempty += batch.iter().filter(|d| d.1).count();
+        let len = next.hybrid().unwrap().memory().len();
+        assert!(
+            len <= cap,
+            "timestep {t}: {len} documents over a cap of {cap}"
+        );
+        assert_eq!(len, nonempty.min(cap), "timestep {t}");
+        max_seen = max_seen.max(len);
+        // the store's path: this step's write over what was stored before it
+        commit_write(&mut stored, &next);
+        let full: BTreeMap<String, Vec<u8>> = next.state_parts().into_iter().collect();
+        assert_eq!(
+            stored, full,
+            "timestep {t}: delta-applied parts differ from the full parts"
+        );
+        let from_full = Engine::from_state_parts(params.clone(), &full).unwrap();
+        let from_delta = Engine::from_state_parts(params.clone(), &stored).unwrap();
+        assert_eq!(from_full.to_bytes(), next.to_bytes(), "timestep {t}");
+        assert_eq!(from_delta.to_bytes(), next.to_bytes(), "timestep {t}");
+        if let Some(probe) = stream.get(t + 1) {
+            let want = outcome(&next, t + 1, probe);
+            assert_eq!(
+                outcome(&from_full, t + 1, probe),
+                want,
+                "timestep {}",
+                t + 1
+            );
+            assert_eq!(
+                outcome(&from_delta, t + 1, probe),
+                want,
+                "timestep {}",
+                t + 1
+            );
+        }
+        engine = next;
+    }
+    assert!(
+        nonempty > 3 * cap,
+        "the stream overflows the memory several times"
+    );
+    assert_eq!(max_seen, cap);
+    // oldest-first eviction: the memory holds exactly the last `cap` documents with a term
+    let mut kept: Vec<(u64, u32)> = engine
+        .hybrid()
+        .unwrap()
+        .memory()
+        .docs()
+        .map(|(_, d)| (d.reference.timestep, d.reference.seq))
+        .collect();
+    kept.sort_unstable();
+    let all: Vec<(u64, u32)> = stream
+        .iter()
+        .enumerate()
+        .flat_map(|(t, b)| {
+            b.iter()
+                .enumerate()
+                .filter(|(_, d)| d.1)
+                .map(move |(i, _)| (t as u64, i as u32))
+        })
+        .collect();
+    assert_eq!(kept, all[all.len() - cap..]);
 }

@@ -1,7 +1,12 @@
-//! The hybrid methods of `novad eval`: a model's own verdict scores fused with the bounded
-//! document memory ([`novad_models::memory::Hybrid`]), computed exactly as a daemon would — label-free,
-//! streaming, one timestep at a time, each document scored against the state at the end of
-//! the previous timestep, then the plan applied.
+//! The hybrid methods of `novad eval`, computed by the product itself: an [`Engine`] whose
+//! parameters carry the hybrid detector (`hybrid: Some(..)`, built from the eval arguments)
+//! steps on each timestep's raw texts, exactly as the daemon does (the model's own tokenizer,
+//! vocabulary and threshold; the memory fed the model's own vectors), and the column is its
+//! verdict scores (the fused scores).
+//!
+//! `--hybrid-reweight` is an experiment the product does not run (every remembered document
+//! re-weighted with the current IDF before each timestep): it keeps a [`ReweightRun`] on the
+//! eval's vectorizer, fed the base model's verdict scores.
 
 use serde::Serialize;
 
@@ -10,6 +15,7 @@ use novad_models::memory::{
 };
 use novad_models::text::{tfidf_l1, SparseDoc, Tokenizer, Vocabulary};
 use novad_models::threshold::ThresholdRule;
+use novad_models::{Engine, ModelParams};
 
 use super::EvalError;
 
@@ -48,77 +54,139 @@ impl HybridEvalParams {
             .map_err(|e| EvalError::Args(e.to_string()))?;
         Ok(HybridEvalParams { hybrid, reweight })
     }
+
+    /// `model` with this hybrid detector switched on (what a store created with these
+    /// settings runs). Fails for a model kind without the hybrid detector.
+    pub fn product_params(&self, model: ModelParams) -> Result<ModelParams, EvalError> {
+        Ok(match model {
+            ModelParams::L1(mut p) => {
+                p.hybrid = Some(self.hybrid.clone());
+                ModelParams::L1(p)
+            }
+            ModelParams::Ostc(mut p) => {
+                p.hybrid = Some(self.hybrid.clone());
+                ModelParams::Ostc(p)
+            }
+            ModelParams::Dnmf(_) => {
+                return Err(EvalError::Args(
+                    "the hybrid detector runs on the ℓ1 and OSTC models only".into(),
+                ))
+            }
+        })
+    }
 }
 
-/// One hybrid method's streaming state.
-pub struct HybridRun {
+/// One timestep as a hybrid method sees it.
+pub struct HybridInput<'a> {
+    /// Index of the timestep (also the documents' time).
+    pub t: usize,
+    pub texts: &'a [&'a str],
+    /// The eval's TF-IDF vectors and vocabulary (only [`ReweightRun`] uses them).
+    pub vectors: &'a [SparseDoc],
+    pub vocab: &'a Vocabulary,
+    /// The base model's verdict scores (only [`ReweightRun`] uses them).
+    pub model_scores: &'a [f64],
+    pub rule: &'a ThresholdRule,
+    pub tok: &'a Tokenizer,
+}
+
+/// A hybrid column's streaming state.
+pub enum HybridMethod {
+    /// The product path: the engine with the hybrid detector.
+    Product(Box<Engine>),
+    /// The IDF re-weighting experiment.
+    Reweight(Box<ReweightRun>),
+}
+
+impl HybridMethod {
+    /// The product's engine on `model` with the hybrid of `p`, or the re-weighting experiment
+    /// when `p.reweight`.
+    pub fn new(p: &HybridEvalParams, model: ModelParams) -> Result<Self, EvalError> {
+        if p.reweight {
+            return Ok(HybridMethod::Reweight(Box::new(ReweightRun::new(p)?)));
+        }
+        Ok(HybridMethod::Product(Box::new(Engine::new(
+            p.product_params(model)?,
+        )?)))
+    }
+
+    /// The fused scores of timestep `input.t` (one per document; documents without a known
+    /// term 0), the state folded forward.
+    pub fn step(&mut self, input: &HybridInput) -> Result<Vec<f64>, EvalError> {
+        match self {
+            HybridMethod::Product(engine) => {
+                let times = vec![input.t as i64; input.texts.len()];
+                let (next, out) = engine.step_at(input.texts, &times)?;
+                if out.hybrid.len() != input.texts.len() {
+                    return Err(EvalError::Inconsistent(format!(
+                        "timestep {}: the engine explained {} of {} verdicts",
+                        input.t,
+                        out.hybrid.len(),
+                        input.texts.len()
+                    )));
+                }
+                **engine = next;
+                Ok(out.verdicts.iter().map(|v| v.score).collect())
+            }
+            HybridMethod::Reweight(run) => run.step(input),
+        }
+    }
+}
+
+/// The IDF re-weighting experiment: the hybrid on the eval's vectors, the memory rebuilt from
+/// every earlier document's tokens with the current IDF before each timestep.
+pub struct ReweightRun {
     hybrid: Hybrid,
-    reweight: bool,
-    /// With `reweight`: every non-empty document's tokens, in arrival order.
+    /// Every non-empty document's tokens, in arrival order.
     past: Vec<(DocRef, Vec<String>)>,
 }
 
-impl HybridRun {
+impl ReweightRun {
     pub fn new(p: &HybridEvalParams) -> Result<Self, EvalError> {
-        Ok(HybridRun {
+        Ok(ReweightRun {
             hybrid: Hybrid::new(p.hybrid.clone()).map_err(|e| EvalError::Args(e.to_string()))?,
-            reweight: p.reweight,
             past: Vec::new(),
         })
     }
 
-    /// Score timestep `t` (fused scores, one per document; empty documents 0) and fold it into
-    /// the state. `vectors` are the model's TF-IDF vectors in `vocab`'s ids, `model_scores` its
-    /// verdict scores; `texts`/`tok` are only used with `reweight`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn step(
-        &mut self,
-        t: usize,
-        vectors: &[SparseDoc],
-        vocab: &Vocabulary,
-        model_scores: &[f64],
-        rule: &ThresholdRule,
-        bootstrap: bool,
-        texts: &[&str],
-        tok: &Tokenizer,
-    ) -> Result<Vec<f64>, EvalError> {
-        let tv: Vec<TermVector> = vectors
+    fn step(&mut self, input: &HybridInput) -> Result<Vec<f64>, EvalError> {
+        let (t, vocab) = (input.t, input.vocab);
+        let tv: Vec<TermVector> = input
+            .vectors
             .iter()
             .map(|v| TermVector::from_sparse(v, |id| vocab.term(id)))
             .collect();
-        let refs: Vec<DocRef> = (0..vectors.len())
+        let refs: Vec<DocRef> = (0..input.vectors.len())
             .map(|i| DocRef {
                 timestep: t as u64,
                 seq: i as u32,
                 time: t as i64,
             })
             .collect();
-        if self.reweight {
-            let mut mem = DocMemory::new(self.hybrid.params().memory.clone())
-                .map_err(|e| EvalError::Inconsistent(e.to_string()))?;
-            let past: Vec<TermVector> = self
-                .past
-                .iter()
-                .map(|(_, toks)| {
-                    let c = vocab.counts(toks);
-                    let d = tfidf_l1(&c, |id| vocab.df(id), vocab.docs_seen());
-                    TermVector::from_sparse(&d, |id| vocab.term(id))
-                })
-                .collect();
-            let batch: Vec<(DocRef, &TermVector)> =
-                self.past.iter().map(|p| p.0).zip(past.iter()).collect();
-            mem.insert(&batch);
-            self.hybrid.replace_memory(mem);
-            for (i, text) in texts.iter().enumerate() {
-                if !vectors[i].is_empty() {
-                    self.past.push((refs[i], tok.tokens(text)));
-                }
+        let mut mem = DocMemory::new(self.hybrid.params().memory.clone())
+            .map_err(|e| EvalError::Inconsistent(e.to_string()))?;
+        let past: Vec<TermVector> = self
+            .past
+            .iter()
+            .map(|(_, toks)| {
+                let c = vocab.counts(toks);
+                let d = tfidf_l1(&c, |id| vocab.df(id), vocab.docs_seen());
+                TermVector::from_sparse(&d, |id| vocab.term(id))
+            })
+            .collect();
+        let batch: Vec<(DocRef, &TermVector)> =
+            self.past.iter().map(|p| p.0).zip(past.iter()).collect();
+        mem.insert(&batch);
+        self.hybrid.replace_memory(mem);
+        for (i, text) in input.texts.iter().enumerate() {
+            if !input.vectors[i].is_empty() {
+                self.past.push((refs[i], input.tok.tokens(text)));
             }
         }
         let docs: Vec<HybridDoc> = tv
             .iter()
             .zip(&refs)
-            .zip(model_scores)
+            .zip(input.model_scores)
             .map(|((v, r), &s)| HybridDoc {
                 reference: *r,
                 vector: v,
@@ -127,7 +195,7 @@ impl HybridRun {
             .collect();
         let out = self
             .hybrid
-            .step(&docs, rule, bootstrap)
+            .step(&docs, input.rule, t == 0)
             .map_err(|e| EvalError::Inconsistent(e.to_string()))?;
         self.hybrid.apply(out.plan);
         Ok(out.verdicts.iter().map(|v| v.score).collect())

@@ -35,7 +35,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use thiserror::Error;
 
-pub use hybrid::{HybridEvalParams, HybridRun};
+pub use hybrid::{HybridEvalParams, HybridInput, HybridMethod, ReweightRun};
 pub use novad_models::metrics::{auc, roc_points};
 pub use ostc::{run_ostc_eval, OstcEvalArgs, OstcEvalError, OstcEvalSummary};
 pub use protocol::{
@@ -71,10 +71,13 @@ pub enum Method {
     /// each timestep's raw texts (its own tokenizer and vocabulary), its verdict scores. Not
     /// among the defaults.
     Ostc,
-    /// ℓ1-online's verdict scores fused with the bounded document memory (`Hybrid`), as the
-    /// daemon would compute it. Runs ℓ1-online.
+    /// The daemon's ℓ1 detector with the hybrid detector (the model's score fused with the
+    /// bounded document memory): `Engine::step_at` on the parameters with `hybrid` set from
+    /// the `--hybrid-*` arguments, its verdict scores. With `--hybrid-reweight`, the
+    /// re-weighting experiment on ℓ1-online's scores instead (runs ℓ1-online).
     Hybrid,
-    /// The OSTC model's verdict scores fused with the document memory. Runs OSTC.
+    /// The same with the OSTC model (`--ostc-config`). With `--hybrid-reweight`, on OSTC's
+    /// scores (runs OSTC).
     HybridOstc,
 }
 

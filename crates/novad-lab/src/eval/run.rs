@@ -8,7 +8,7 @@ use rand::seq::index::sample;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::hybrid::{HybridEvalParams, HybridRun};
+use super::hybrid::{HybridEvalParams, HybridInput, HybridMethod};
 use super::protocol::{cikm_protocol, read_jsonl_stream, CikmSizes, Stream};
 use super::results::{Column, ColumnResult, EvalSummary, Results, Summary, TimestepResult};
 use super::topics::{
@@ -26,7 +26,7 @@ use novad_models::l1::coding::{code_batch, CodingDict, StepSize};
 use novad_models::l1::dictionary::{bootstrap, AtomInit};
 use novad_models::ostc::{OstcModel, OstcParams};
 use novad_models::text::SparseDoc;
-use novad_models::{Model, Params};
+use novad_models::{Model, ModelParams, Params};
 
 /// Round every score to a multiple of `step` (no-op for `step ≤ 0`), so float noise counts as
 /// a tie in the AUC.
@@ -198,11 +198,11 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
     }
     let methods: Vec<Method> = {
         let mut m = args.methods.clone();
-        // a hybrid method needs its model's verdict scores
-        if m.contains(&Method::Hybrid) {
+        // the re-weighting experiment fuses its model's verdict scores
+        if args.hybrid_reweight && m.contains(&Method::Hybrid) {
             m.push(Method::L1Online);
         }
-        if m.contains(&Method::HybridOstc) {
+        if args.hybrid_reweight && m.contains(&Method::HybridOstc) {
             m.push(Method::Ostc);
         }
         m.sort();
@@ -295,14 +295,14 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
     };
     let mut l1b: Option<L1Batch> = None;
     let mut l2b: Option<L2Batch> = None;
-    let ostc_params = if has(Method::Ostc) {
+    let ostc_params = if has(Method::Ostc) || has(Method::HybridOstc) {
         Some(resolve_ostc_params(args)?)
     } else {
         None
     };
     let mut ostc = match &ostc_params {
-        Some(p) => Some(OstcModel::new(p.clone())?),
-        None => None,
+        Some(p) if has(Method::Ostc) => Some(OstcModel::new(p.clone())?),
+        _ => None,
     };
     let hybrid_params = if has(Method::Hybrid) || has(Method::HybridOstc) {
         Some(HybridEvalParams::new(
@@ -317,13 +317,18 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
     } else {
         None
     };
-    let mut hybrid_runs: Vec<(Column, Column, HybridRun)> = Vec::new();
+    // the product's engines with the hybrid detector on the model's own parameters
+    let mut hybrid_runs: Vec<(Column, Column, HybridMethod)> = Vec::new();
     for (m, col, base) in [
         (Method::Hybrid, Column::Hybrid, Column::L1Online),
         (Method::HybridOstc, Column::HybridOstc, Column::Ostc),
     ] {
         if let (true, Some(hp)) = (has(m), &hybrid_params) {
-            hybrid_runs.push((col, base, HybridRun::new(hp)?));
+            let model = match m {
+                Method::Hybrid => ModelParams::L1(params.clone()),
+                _ => ModelParams::Ostc(ostc_params.clone().expect("OSTC parameters resolved")),
+            };
+            hybrid_runs.push((col, base, HybridMethod::new(hp, model)?));
         }
     }
     let tok = params.text.tokenizer();
@@ -614,16 +619,16 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
         for (col, base, run) in hybrid_runs.iter_mut() {
             pb.set_message(format!("{}: {}", ts.name, col.title()));
             let t0 = Instant::now();
-            let s = run.step(
+            let none = Vec::new();
+            let s = run.step(&HybridInput {
                 t,
-                &vb.vectors,
-                vz.vocab(),
-                &scores[base],
-                &params.threshold,
-                t == 0,
-                &texts,
-                &tok,
-            )?;
+                texts: &texts,
+                vectors: &vb.vectors,
+                vocab: vz.vocab(),
+                model_scores: scores.get(base).unwrap_or(&none),
+                rule: &params.threshold,
+                tok: &tok,
+            })?;
             cols.insert(
                 *col,
                 ColumnResult {
@@ -949,6 +954,18 @@ fn notes(args: &EvalArgs) -> Vec<String> {
          bootstrap, and against non-novel documents of labels that arrived later."
             .to_string(),
     ];
+    if !args.hybrid_reweight
+        && args
+            .methods
+            .iter()
+            .any(|m| matches!(m, Method::Hybrid | Method::HybridOstc))
+    {
+        n.push(
+            "Hybrid columns: the daemon's engine with the hybrid detector on the model's own \
+             tokenizer and vocabulary (their seconds are the whole engine step, model included)."
+                .to_string(),
+        );
+    }
     if args.sre_sample > 0 {
         n.push(format!(
             "ℓ1-online SRE is computed on a seeded subsample of at most {} documents per timestep.",

@@ -686,6 +686,7 @@ fn output(verdicts: Vec<Verdict>, topics: Vec<Topic>, stats: StepStats) -> StepO
         topics,
         stats,
         hybrid: Vec::new(),
+        seconds_hybrid: 0.0,
     }
 }
 

@@ -531,6 +531,7 @@ impl Model {
                 topics,
                 stats,
                 hybrid: Vec::new(),
+                seconds_hybrid: 0.0,
             },
         ))
     }

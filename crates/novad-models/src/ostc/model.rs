@@ -455,6 +455,7 @@ impl OstcModel {
                 topics,
                 stats,
                 hybrid: Vec::new(),
+                seconds_hybrid: 0.0,
             },
         ))
     }
