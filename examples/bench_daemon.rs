@@ -6,7 +6,8 @@
 //!     cargo build --release && cargo run --release --example bench_daemon -- [batches] [k] [max_terms] [memory_docs]
 //!
 //! Starts the real `novad run` on temporary directories (`--memory-docs memory_docs` when
-//! given, `--detector model` for `model`, otherwise the default cap of 100,000), bootstraps
+//! given, `--detector model` for `model` or `model:N` (the latter after the same fill as a
+//! cap of N, for a like-for-like comparison), otherwise the default cap of 100,000), bootstraps
 //! on 2,000 posts, fills the memory towards its cap with 10,000-post files (their timesteps
 //! not measured), then drops `batches` (default 10) batches of 1,000 posts one at a time and
 //! times each until it appears in processed/. Posts past the corpus's ~18.8k cycle it:
@@ -76,7 +77,7 @@ fn main() {
     let d = Dirs::new();
     let mut args = vec!["--k", &k, "--max-terms", &max_terms];
     match memory.as_deref() {
-        Some("model") => args.extend(["--detector", "model"]),
+        Some(m) if m.starts_with("model") => args.extend(["--detector", "model"]),
         Some(m) => args.extend(["--memory-docs", m]),
         None => {}
     }
@@ -102,7 +103,10 @@ fn main() {
     );
     // fill the memory to its cap in 10,000-document files (one timestep each), then measure
     let cap_docs: usize = match memory.as_deref() {
-        Some("model") => 0,
+        // `model:N`: the model's own score after the same N-document fill
+        Some(m) if m.starts_with("model") => m
+            .strip_prefix("model:")
+            .map_or(0, |n| n.parse().expect("model:N")),
         Some(m) => m.parse().expect("memory_docs"),
         None => 100_000,
     };
