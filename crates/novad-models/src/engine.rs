@@ -337,18 +337,8 @@ impl Engine {
         texts: &[&str],
         times: &[i64],
     ) -> Result<(Engine, StepOutput), EngineError> {
-        let (model, mut out, step) = self.step_model(texts, times)?;
-        let (hybrid, delta) = match (&self.hybrid, step) {
-            (Some(h), Some((step, judged))) => {
-                let t0 = Instant::now();
-                let mut next = h.clone();
-                let delta = fold_hybrid(&mut next, step, &mut out);
-                out.seconds_hybrid = judged + t0.elapsed().as_secs_f64();
-                (Some(next), Some(delta))
-            }
-            _ => (None, None),
-        };
-        Ok((Engine::stepped(model, hybrid, delta), out))
+        let (model, out, step) = self.step_model(texts, times)?;
+        Ok(Engine::finish(model, out, step, self.hybrid.clone()))
     }
 
     /// [`Self::step_at`] that moves the hybrid detector into the new engine and updates its
@@ -363,32 +353,41 @@ impl Engine {
         texts: &[&str],
         times: &[i64],
     ) -> Result<(Engine, StepOutput), EngineError> {
-        let (model, mut out, step) = self.step_model(texts, times)?;
-        let (hybrid, delta) = match (self.hybrid.take(), step) {
+        let (model, out, step) = self.step_model(texts, times)?;
+        let hybrid = self.hybrid.take();
+        self.spent = hybrid.is_some();
+        Ok(Engine::finish(model, out, step, hybrid))
+    }
+
+    /// The engine after a step: `hybrid` (the detector as it was before the step, owned)
+    /// with the step's plan applied, the delta of its parts recorded, and the verdicts fused.
+    fn finish(
+        model: Inner,
+        mut out: StepOutput,
+        step: Option<(HybridStep, f64)>,
+        hybrid: Option<Box<Hybrid>>,
+    ) -> (Engine, StepOutput) {
+        let (hybrid, delta) = match (hybrid, step) {
             (Some(mut h), Some((step, judged))) => {
                 let t0 = Instant::now();
                 let delta = fold_hybrid(&mut h, step, &mut out);
                 out.seconds_hybrid = judged + t0.elapsed().as_secs_f64();
-                self.spent = true;
                 (Some(h), Some(delta))
             }
             _ => (None, None),
         };
-        Ok((Engine::stepped(model, hybrid, delta), out))
+        let engine = Engine {
+            model,
+            hybrid,
+            delta,
+            spent: false,
+        };
+        (engine, out)
     }
 
     /// True when [`Self::step_at_moving`] moved this engine's hybrid detector away.
     pub fn is_spent(&self) -> bool {
         self.spent
-    }
-
-    fn stepped(model: Inner, hybrid: Option<Box<Hybrid>>, delta: Option<PartsDelta>) -> Engine {
-        Engine {
-            model,
-            hybrid,
-            delta,
-            spent: false,
-        }
     }
 
     /// The model's step, judged by the hybrid detector when there is one; its step (not yet
