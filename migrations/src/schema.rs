@@ -319,15 +319,20 @@ pub struct TermEntry {
 
 /// Chunks of named state parts: key = name, 0x00, chunk index (u32 BE); each value at most
 /// [`PART_CHUNK_BYTES`]. An empty part is stored as one empty chunk, so it reads back.
+/// The key of chunk `i` of part `name` in [`PARTS`]: the name, 0x00, `i` as u32 big-endian.
+pub fn part_chunk_key(name: &str, i: u32) -> Vec<u8> {
+    let mut k = name.as_bytes().to_vec();
+    k.push(0);
+    k.extend_from_slice(&u32_key(i));
+    k
+}
+
 pub fn part_chunks(parts: &[(String, Vec<u8>)]) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut out = Vec::new();
     for (name, bytes) in parts {
         assert!(!name.as_bytes().contains(&0), "part names contain no NUL");
         let mut push = |i: usize, chunk: &[u8]| {
-            let mut k = name.as_bytes().to_vec();
-            k.push(0);
-            k.extend_from_slice(&u32_key(i as u32));
-            out.push((k, chunk.to_vec()));
+            out.push((part_chunk_key(name, i as u32), chunk.to_vec()));
         };
         if bytes.is_empty() {
             push(0, &[]);

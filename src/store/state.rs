@@ -55,8 +55,5 @@ pub(super) fn parts_state(
 
 /// The chunk key of chunk `i` of part `name` (the layout of [`part_chunks`]).
 pub(super) fn chunk_key(name: &str, i: u32) -> ChunkKey {
-    let mut k = name.as_bytes().to_vec();
-    k.push(0);
-    k.extend_from_slice(&u32_key(i));
-    (PARTS_TREE, k)
+    (PARTS_TREE, part_chunk_key(name, i))
 }
