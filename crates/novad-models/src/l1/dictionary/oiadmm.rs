@@ -123,17 +123,29 @@ pub fn oiadmm_step(
 
     // Pass 1: Â' = max(0, Â − τ G) with G = −W X̂ᵀ, W = Δ/β + Γ̃ − Γ = clip(Γ̃ + Δ/β, ±1/β),
     // Γ̃ = P − Â X̂. Only documents with a non-zero code contribute, and W_ij ≠ 0 needs
-    // P_ij ≠ 0, Δ_ij ≠ 0 or (ÂX̂)_ij ≠ 0.
-    let mut a_new = Array2::<f64>::zeros((m, k));
+    // P_ij ≠ 0, Δ_ij ≠ 0 or (ÂX̂)_ij ≠ 0. A row of Â that is zero, with no term of the batch
+    // and no multiplier, stays zero through the step and the projection (max(0, 0 − θ) = 0),
+    // so only the other ("live") rows are computed; Â is typically < 1 % dense, so this is
+    // the difference between O(m·k) and O(live·k) work. Sums skip only exact zeros, so the
+    // result is bit-identical to the dense transcription.
+    let live: Vec<usize> = (0..m)
+        .into_par_iter()
+        .filter(|&i| {
+            a_sl[i * k..(i + 1) * k].iter().any(|&v| v != 0.0)
+                || p.outer_view(i).is_some_and(|r| r.nnz() > 0)
+                || !d_row(i).is_empty()
+        })
+        .collect();
+    let mut a_live = Array2::<f64>::zeros((live.len(), k));
     if tau > 0.0 && k > 0 {
-        a_new
+        a_live
             .as_slice_mut()
             .unwrap()
             .par_chunks_mut(k)
-            .enumerate()
+            .zip(live.par_iter())
             .for_each_init(
                 || (Acc::new(n), Acc::new(n)),
-                |(ax, gt), (i, out)| {
+                |(ax, gt), (out, &i)| {
                     let a_row = &a_sl[i * k..(i + 1) * k];
                     for (o, &v) in out.iter_mut().zip(a_row) {
                         *o = v as f64;
@@ -165,11 +177,16 @@ pub fn oiadmm_step(
                     gt.clear();
                 },
             );
-        project_columns(&mut a_new);
+        project_columns(&mut a_live);
     } else {
-        a_new.zip_mut_with(a, |o, &v| *o = v as f64);
+        for (mut out, &i) in a_live.rows_mut().into_iter().zip(&live) {
+            out.zip_mut_with(&a.row(i), |o, &v| *o = v as f64);
+        }
     }
-    let a_out = a_new.mapv(|v| v as f32);
+    let mut a_out = Array2::<f32>::zeros((m, k));
+    for (row, &i) in a_live.rows().into_iter().zip(&live) {
+        a_out.row_mut(i).zip_mut_with(&row, |o, &v| *o = v as f32);
+    }
 
     // Pass 2: Δ_{t+1} = Δ_t + β (P − Â_{t+1} X̂ − Γ), Γ = soft(P − Â_t X̂ + Δ_t/β, 1/β).
     // Where P_ij = 0 and (ÂX̂)_ij = 0 before and after, this is Δ_ij ← clip(Δ_ij, −1, 1), so
@@ -217,11 +234,14 @@ pub fn oiadmm_step(
         );
         delta_nnz = d.nnz();
     }
+    // over the live rows only: every other entry is 0 before and after
     let mut diff = 0.0f64;
     let mut norm = 0.0f64;
-    for (&o, &nw) in a.iter().zip(a_out.iter()) {
-        diff += (nw as f64 - o as f64).powi(2);
-        norm += (o as f64).powi(2);
+    for &i in &live {
+        for (&o, &nw) in a.row(i).iter().zip(a_out.row(i).iter()) {
+            diff += (nw as f64 - o as f64).powi(2);
+            norm += (o as f64).powi(2);
+        }
     }
     let relative_change = if norm > 0.0 {
         (diff / norm).sqrt()
