@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::l1::coding::{code_batch, CodingDict};
 use crate::l1::dictclust::dictclust;
 use crate::l1::dictionary::{
-    bootstrap, codes_to_csc, docs_to_csr, oiadmm_step, refresh_atoms, remap_rows, Multiplier,
+    bootstrap, codes_to_csc, docs_to_csr, image, oiadmm_step, refresh_atoms, remap_rows, Multiplier,
 };
 use crate::l1::params::Params;
 use crate::model::{
@@ -27,6 +27,15 @@ const PART_DICT: &str = "dict";
 const PART_DELTA: &str = "delta";
 const PART_HISTORY: &str = "history";
 const PART_LAST_USED: &str = "last_used";
+
+/// Â from its part (either image version, see [`image`]).
+fn decode_dict(parts: &BTreeMap<String, Vec<u8>>) -> Result<Array2<f32>, EngineError> {
+    let b = parts
+        .get(PART_DICT)
+        .ok_or_else(|| EngineError::Inconsistent(format!("part `{PART_DICT}` is missing")))?;
+    image::decode(b)
+        .map_err(|e| EngineError::Inconsistent(format!("part `{PART_DICT}` does not decode: {e}")))
+}
 
 /// The scalar state, one part.
 #[derive(Serialize, Deserialize)]
@@ -179,7 +188,7 @@ impl Model {
     }
 
     /// The state as named parts (the [`crate::PartsModel`] contract): `meta` (timestep,
-    /// bootstrapped), `vocab`, `dict` (Â), `delta` (Δ), `history` (score histogram),
+    /// bootstrapped), `vocab`, `dict` (Â as a row-compressed [`image`]), `delta` (Δ), `history` (score histogram),
     /// `last_used` (atom ages). A part whose content did not change encodes to the same bytes.
     pub fn state_parts(&self) -> Vec<(String, Vec<u8>)> {
         use crate::model::part_bytes as enc;
@@ -190,7 +199,7 @@ impl Model {
         vec![
             (PART_META.to_string(), enc(&meta)),
             (PART_VOCAB.to_string(), enc(&self.vocab)),
-            (PART_DICT.to_string(), enc(&self.dict)),
+            (PART_DICT.to_string(), image::encode(&self.dict)),
             (PART_DELTA.to_string(), enc(&self.delta)),
             (PART_HISTORY.to_string(), enc(&self.history)),
             (PART_LAST_USED.to_string(), enc(&self.last_used)),
@@ -206,7 +215,7 @@ impl Model {
         Model::from_parts(ModelParts {
             params,
             vocab: decode_part(parts, PART_VOCAB)?,
-            dict: decode_part(parts, PART_DICT)?,
+            dict: decode_dict(parts)?,
             delta: decode_part(parts, PART_DELTA)?,
             history: decode_part(parts, PART_HISTORY)?,
             last_used: decode_part(parts, PART_LAST_USED)?,
