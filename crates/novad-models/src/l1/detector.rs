@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use ndarray::Array2;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::l1::coding::{code_batch, CodingDict};
@@ -262,11 +263,12 @@ impl Model {
         let t0 = Instant::now();
         let p = &self.params;
         let tok = self.tokenizer();
-        let tokens: Vec<Vec<String>> = docs.iter().map(|d| tok.tokens(d.as_ref())).collect();
+        // documents are tokenized and weighted independently (in parallel, same result)
+        let tokens: Vec<Vec<String>> = docs.par_iter().map(|d| tok.tokens(d.as_ref())).collect();
         let mut vocab = self.vocab.clone();
         let (counts, change) = vocab.observe(&tokens, self.timestep);
         let vectors: Vec<SparseDoc> = counts
-            .iter()
+            .par_iter()
             .map(|c| tfidf_l1(c, |id| vocab.df(id), vocab.docs_seen()))
             .collect();
         let m = vocab.len();
