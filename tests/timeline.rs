@@ -124,3 +124,33 @@ fn a_summary_that_does_not_match_its_verdicts_is_reported_and_a_missing_one_refu
         "{out}"
     );
 }
+
+/// The `summaries` tree, key and value bytes.
+fn summaries(dir: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let store = Store::open(Path::new(dir)).unwrap();
+    let t = store.tree(SUMMARIES);
+    t.iter()
+        .map(|kv| {
+            let (k, v) = kv.unwrap();
+            (k.to_vec(), v.to_vec())
+        })
+        .collect()
+}
+
+#[test]
+fn export_import_and_rebuild_carry_the_same_summaries() {
+    let (tmp, dir) = store();
+    let original = summaries(&dir);
+    assert_eq!(original.len(), 4);
+    let snap = tmp.path().join("s.snapshot").display().to_string();
+    let imported = tmp.path().join("imported").display().to_string();
+    novad_ok(&["export", "--store", &dir, &snap]);
+    novad_ok(&["import", "--store", &imported, &snap]);
+    assert_eq!(summaries(&imported), original);
+    let rebuilt = tmp.path().join("rebuilt").display().to_string();
+    let from = tmp.path().display().to_string();
+    novad_ok(&[
+        "rebuild", "--from", &from, "--old", &dir, "--store", &rebuilt,
+    ]);
+    assert_eq!(summaries(&rebuilt), original);
+}
