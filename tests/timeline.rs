@@ -14,7 +14,7 @@ use std::path::Path;
 
 use harness::*;
 use novad::query::{self, TimestepSummary};
-use novad::store::schema::{u64_key, StepSummary, SUMMARIES, VERDICTS};
+use novad::store::schema::{u64_key, StepSummary, SUMMARIES};
 use novad::store::Store;
 
 /// Batch `t` of `n` documents whose times spread over the same hour as every other batch's
@@ -108,7 +108,6 @@ fn a_summary_that_does_not_match_its_verdicts_is_reported_and_a_missing_one_refu
         t.remove(u64_key(2)).unwrap();
         let err = query::timesteps(store.db(), None, None).unwrap_err();
         assert!(err.contains("timestep 2 has no summary"), "{err}");
-        assert!(store.tree(VERDICTS).len() > 0);
         store.db().flush().unwrap();
     }
     let o = novad(&["check", "--store", &dir]);
