@@ -249,9 +249,10 @@ pub struct Report {
 /// Read and verify every tree of the store in `dir`: every record decodes and sits under its
 /// own key, the timesteps run 0..T without a gap, every timestep has its file record,
 /// exactly its documents' verdicts and the summary of those verdicts, the model state loads
-/// and equals the committed digest, and the journal agrees with the store. Damage that stops the reading (sled errors, panics)
-/// is returned as [`StoreError::Damaged`]; inconsistencies are listed in
-/// [`Report::problems`].
+/// and equals the committed digest, and the journal agrees with the store. Damage that stops
+/// the reading (sled errors, panics) is returned as [`StoreError::Damaged`]; inconsistencies
+/// are listed in [`Report::problems`]. Holds one `f64` per scored verdict (to recompute the
+/// summaries' quantiles).
 pub fn check(dir: &Path) -> Result<Report, StoreError> {
     let mut store = Store::open(dir)?;
     let mut r = Report::default();
