@@ -9,8 +9,8 @@ use thiserror::Error;
 use crate::batch::parse_time;
 use crate::store::schema::TopicRecord;
 use crate::store::schema::{
-    verdict_time_prefix, StateMeta, TimestepRecord, VerdictRecord, FILES, KEY_FORMAT, KEY_PARAMS,
-    KEY_STATE, META, TIMESTEPS, VERDICTS,
+    verdict_time_prefix, StateMeta, StepSummary, SummaryBuilder, TimestepRecord, VerdictRecord,
+    FILES, KEY_FORMAT, KEY_PARAMS, KEY_STATE, META, SUMMARIES, TIMESTEPS, VERDICTS,
 };
 
 /// Why a query failed: a bad filter (the caller's mistake) or an unreadable store.
@@ -474,40 +474,7 @@ pub fn kind_name(k: novad_models::TopicKind) -> &'static str {
     }
 }
 
-/// Score quantiles of a set of verdicts (linear interpolation between order statistics).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct ScoreQuantiles {
-    pub p10: f64,
-    pub p25: f64,
-    pub p50: f64,
-    pub p75: f64,
-    pub p90: f64,
-    pub max: f64,
-}
-
-impl ScoreQuantiles {
-    /// Quantiles of `scores` (non-finite values ignored); `None` when none is finite.
-    pub fn of(scores: &mut [f64]) -> Option<ScoreQuantiles> {
-        let mut s: Vec<f64> = scores.iter().copied().filter(|x| x.is_finite()).collect();
-        if s.is_empty() {
-            return None;
-        }
-        s.sort_by(f64::total_cmp);
-        let q = |p: f64| {
-            let pos = p * (s.len() - 1) as f64;
-            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-            s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
-        };
-        Some(ScoreQuantiles {
-            p10: q(0.10),
-            p25: q(0.25),
-            p50: q(0.50),
-            p75: q(0.75),
-            p90: q(0.90),
-            max: s[s.len() - 1],
-        })
-    }
-}
+pub use crate::store::schema::ScoreQuantiles;
 
 /// One timestep as a timeline shows it: its stored record (diagnostics) and a summary of
 /// those of its documents whose time lies in the queried range.
@@ -524,37 +491,86 @@ pub struct TimestepSummary {
     pub scores: Option<ScoreQuantiles>,
 }
 
-/// Timesteps in timestep order. Without a time bound every committed timestep is returned;
-/// with one, those having at least one document with time in [since, until).
+impl TimestepSummary {
+    fn new(record: TimestepRecord, s: StepSummary) -> TimestepSummary {
+        TimestepSummary {
+            record,
+            docs: s.docs as usize,
+            novel: s.novel as usize,
+            first_time: s.first_time,
+            last_time: s.last_time,
+            scores: s.scores,
+        }
+    }
+}
+
+/// Timesteps in timestep order. Without a time bound every committed timestep is returned,
+/// read from the summaries stored with each commit (one timestep record and one summary per
+/// timestep, no verdict: the cost grows with the timesteps, not the documents); with a bound,
+/// those having at least one document with time in [since, until), summarized from exactly
+/// those documents ([`timesteps_scanned`]). Both give the answer [`timesteps_scanned`] gives.
 pub fn timesteps(
     db: &sled::Db,
     since: Option<i64>,
     until: Option<i64>,
 ) -> Result<Vec<TimestepSummary>, String> {
-    #[derive(Default)]
-    struct Acc {
-        docs: usize,
-        novel: usize,
-        first: Option<i64>,
-        last: Option<i64>,
-        scores: Vec<f64>,
+    if since.is_none() && until.is_none() {
+        timesteps_summarized(db)
+    } else {
+        timesteps_scanned(db, since, until)
     }
-    let mut acc: std::collections::BTreeMap<u64, Acc> = Default::default();
+}
+
+/// Every committed timestep with its stored [`StepSummary`]. A timestep record without a
+/// summary is an error naming it, unless it is the newest one: the trees are read outside the
+/// commit's transaction, so that timestep's commit is still being applied and it is left out
+/// (as it would be had the query come a moment earlier).
+fn timesteps_summarized(db: &sled::Db) -> Result<Vec<TimestepSummary>, String> {
+    let tree = db.open_tree(TIMESTEPS).map_err(|e| e.to_string())?;
+    let sums = db.open_tree(SUMMARIES).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    let mut iter = tree.iter().peekable();
+    while let Some(kv) = iter.next() {
+        let (k, v) = kv.map_err(|e| e.to_string())?;
+        let record: TimestepRecord =
+            postcard::from_bytes(&v).map_err(|e| format!("corrupt timestep record: {e}"))?;
+        let summary: StepSummary = match sums.get(&k).map_err(|e| e.to_string())? {
+            Some(s) => postcard::from_bytes(&s)
+                .map_err(|e| format!("corrupt summary of timestep {}: {e}", record.timestep))?,
+            None if iter.peek().is_none() => break,
+            None => {
+                return Err(format!(
+                    "timestep {} has no summary in the store (`novad check` lists what is wrong)",
+                    record.timestep
+                ))
+            }
+        };
+        out.push(TimestepSummary::new(record, summary));
+    }
+    Ok(out)
+}
+
+/// The timeline computed from the verdicts alone: every verdict with time in
+/// [since, until) is read (every verdict when both are `None`) and summarized per timestep
+/// ([`SummaryBuilder`]). Unbounded, every committed timestep is returned (with the empty
+/// summary when it has no documents); bounded, those having at least one document in range.
+/// [`timesteps`] answers a bounded range with it.
+pub fn timesteps_scanned(
+    db: &sled::Db,
+    since: Option<i64>,
+    until: Option<i64>,
+) -> Result<Vec<TimestepSummary>, String> {
+    let mut acc: std::collections::BTreeMap<u64, SummaryBuilder> = Default::default();
     let all = VerdictFilter {
         since,
         until,
         ..Default::default()
     };
-    for v in verdicts(db, &all).map_err(|e| e.to_string())? {
-        let a = acc.entry(v.timestep).or_default();
-        a.docs += 1;
-        a.novel += usize::from(v.novel);
-        a.first = Some(a.first.map_or(v.time, |t| t.min(v.time)));
-        a.last = Some(a.last.map_or(v.time, |t| t.max(v.time)));
-        if !v.empty && !v.bootstrap {
-            a.scores.push(v.score);
-        }
-    }
+    visit_verdicts(db, &all, |v| {
+        acc.entry(v.timestep).or_default().add(&v);
+        Ok::<(), QueryError>(())
+    })
+    .map_err(|e| e.to_string())?;
     let bounded = since.is_some() || until.is_some();
     let tree = db.open_tree(TIMESTEPS).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
@@ -565,17 +581,9 @@ pub fn timesteps(
         let a = match acc.remove(&record.timestep) {
             Some(a) => a,
             None if bounded => continue,
-            None => Acc::default(),
+            None => SummaryBuilder::default(),
         };
-        let mut scores = a.scores;
-        out.push(TimestepSummary {
-            record,
-            docs: a.docs,
-            novel: a.novel,
-            first_time: a.first,
-            last_time: a.last,
-            scores: ScoreQuantiles::of(&mut scores),
-        });
+        out.push(TimestepSummary::new(record, a.finish()));
     }
     Ok(out)
 }

@@ -109,6 +109,26 @@ fn a_store_of_the_previous_release_reads_as_the_same_model_and_log() {
         assert!(!a.trim().is_empty(), "the fixture has {query}");
         assert_eq!(a, novad_ok(&[query, "--store", &new, "--format", "jsonl"]));
     }
+    // the migration summarized the old timesteps: its timeline equals the verdict scan's and
+    // the new store's (records aside: they hold commit times and durations)
+    let timeline = |dir: &str| {
+        let store = novad::store::Store::open(Path::new(dir)).unwrap();
+        let fast = novad::query::timesteps(store.db(), None, None).unwrap();
+        let scan = novad::query::timesteps_scanned(store.db(), None, None).unwrap();
+        let json = |t: &[novad::query::TimestepSummary]| {
+            t.iter()
+                .map(|t| {
+                    let (d, n, f, l) = (t.docs, t.novel, t.first_time, t.last_time);
+                    serde_json::json!([t.record.timestep, d, n, f, l, t.scores])
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(json(&fast), json(&scan), "{dir}");
+        json(&fast)
+    };
+    let old_timeline = timeline(&old);
+    assert_eq!(old_timeline.len(), files.len());
+    assert_eq!(old_timeline, timeline(&new));
     // the old store goes on where it stopped: one more batch gives the same model in both
     let more = tmp.path().join("04-2026-03-05.jsonl");
     let third = std::fs::read_to_string(&files[2]).unwrap();

@@ -10,6 +10,7 @@
 //! a migration reruns it from the backup's state or a partial one).
 
 pub mod schema;
+pub mod summary;
 
 mod m0001_timestep_index;
 mod m0002_model_kind_topic_fields;
@@ -17,6 +18,7 @@ mod m0003_topic_lambda;
 mod m0004_file_ranges;
 mod m0005_one_layout_named_params;
 mod m0006_hybrid_explanations;
+mod m0007_timestep_summaries;
 
 /// One version step.
 pub struct Migration {
@@ -57,5 +59,10 @@ pub const MIGRATIONS: &[Migration] = &[
         from: 6,
         name: "0006_hybrid_explanations",
         apply: m0006_hybrid_explanations::apply,
+    },
+    Migration {
+        from: 7,
+        name: "0007_timestep_summaries",
+        apply: m0007_timestep_summaries::apply,
     },
 ];

@@ -14,9 +14,11 @@ use serde::{Deserialize, Serialize};
 use novad_models::l1::dictionary::Multiplier;
 use novad_models::{StepStats, TopicKind};
 
+pub use crate::summary::{ScoreQuantiles, StepSummary, SummaryBuilder};
+
 /// Current store format version. Bumped by every layout change, with a migration in
 /// this crate.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 
 pub const META: &str = "meta";
 pub const VOCAB: &str = "vocab";
@@ -29,12 +31,18 @@ pub const TOPICS: &str = "topics";
 /// The model state ([`novad_models::PartsModel::state_parts`], every model): chunks keyed by
 /// `part name, 0x00, chunk index (u32 BE)`.
 pub const PARTS: &str = "parts";
+/// One [`StepSummary`] per committed timestep, keyed like [`TIMESTEPS`] (`u64` big-endian),
+/// written in the timestep's transaction (format ≥ 8): the timeline reads one small record per
+/// timestep instead of every verdict. A tree of its own rather than a field of
+/// [`TimestepRecord`], so the timestep records (read by the journal, status and rebuild) keep
+/// their encoding and a summary can be recomputed without touching them.
+pub const SUMMARIES: &str = "summaries";
 
 /// Trees holding the model state (rewritten chunk by chunk), in a fixed order.
 pub const STATE_TREES: [&str; 4] = [META, VOCAB, DICT, DELTA];
 /// Every tree of the current format, in transaction order.
-pub const ALL_TREES: [&str; 9] = [
-    META, VOCAB, DICT, DELTA, VERDICTS, FILES, TIMESTEPS, TOPICS, PARTS,
+pub const ALL_TREES: [&str; 10] = [
+    META, VOCAB, DICT, DELTA, VERDICTS, FILES, TIMESTEPS, TOPICS, PARTS, SUMMARIES,
 ];
 /// Index of [`PARTS`] in [`ALL_TREES`].
 pub const PARTS_TREE: usize = 8;

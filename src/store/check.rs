@@ -247,11 +247,12 @@ pub struct Report {
 }
 
 /// Read and verify every tree of the store in `dir`: every record decodes and sits under its
-/// own key, the timesteps run 0..T without a gap, every timestep has its file record and
-/// exactly its documents' verdicts, the model state loads and equals the committed digest,
-/// and the journal agrees with the store. Damage that stops the reading (sled errors, panics)
-/// is returned as [`StoreError::Damaged`]; inconsistencies are listed in
-/// [`Report::problems`].
+/// own key, the timesteps run 0..T without a gap, every timestep has its file record,
+/// exactly its documents' verdicts and the summary of those verdicts, the model state loads
+/// and equals the committed digest, and the journal agrees with the store. Damage that stops
+/// the reading (sled errors, panics) is returned as [`StoreError::Damaged`]; inconsistencies
+/// are listed in [`Report::problems`]. Holds one `f64` per scored verdict (to recompute the
+/// summaries' quantiles).
 pub fn check(dir: &Path) -> Result<Report, StoreError> {
     let mut store = Store::open(dir)?;
     let mut r = Report::default();
@@ -299,7 +300,8 @@ pub fn check(dir: &Path) -> Result<Report, StoreError> {
 
 /// Per-tree reading and decoding for [`check`].
 fn read_trees(store: &Store, r: &mut Report) -> Result<(), StoreError> {
-    let mut verdicts_per_step: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut verdicts_per_step: BTreeMap<u64, SummaryBuilder> = BTreeMap::new();
+    let mut summaries: BTreeMap<u64, StepSummary> = BTreeMap::new();
     let mut files: HashMap<String, FileRecord> = HashMap::new();
     let mut steps: Vec<TimestepRecord> = Vec::new();
     for name in ALL_TREES {
@@ -312,7 +314,7 @@ fn read_trees(store: &Store, r: &mut Report) -> Result<(), StoreError> {
             match name {
                 VERDICTS => match postcard::from_bytes::<VerdictRecord>(&v) {
                     Ok(rec) if verdict_key(rec.time, rec.timestep, rec.seq)[..] == k[..] => {
-                        *verdicts_per_step.entry(rec.timestep).or_default() += 1;
+                        verdicts_per_step.entry(rec.timestep).or_default().add(&rec);
                     }
                     Ok(_) => r
                         .problems
@@ -332,6 +334,15 @@ fn read_trees(store: &Store, r: &mut Report) -> Result<(), StoreError> {
                         .push(bad("timestep", "under a foreign key".into())),
                     Err(e) => r.problems.push(bad("timestep", e.to_string())),
                 },
+                SUMMARIES => match postcard::from_bytes::<StepSummary>(&v) {
+                    Ok(rec) if k.len() == 8 => {
+                        summaries.insert(u64::from_be_bytes(k[..].try_into().unwrap()), rec);
+                    }
+                    Ok(_) => r
+                        .problems
+                        .push(bad("summary", "under a foreign key".into())),
+                    Err(e) => r.problems.push(bad("summary", e.to_string())),
+                },
                 TOPICS => {
                     if let Err(e) = postcard::from_bytes::<TopicRecord>(&v) {
                         r.problems.push(bad("topic", e.to_string()));
@@ -342,6 +353,11 @@ fn read_trees(store: &Store, r: &mut Report) -> Result<(), StoreError> {
         }
         r.trees.insert(name.to_string(), n);
     }
+    let computed: BTreeMap<u64, StepSummary> = verdicts_per_step
+        .into_iter()
+        .map(|(t, b)| (t, b.finish()))
+        .collect();
+    check_summaries(&steps, &computed, &summaries, &mut r.problems);
     for (i, s) in steps.iter().enumerate() {
         if s.timestep != i as u64 {
             r.problems.push(format!(
@@ -356,7 +372,7 @@ fn read_trees(store: &Store, r: &mut Report) -> Result<(), StoreError> {
                 s.timestep, s.file
             )),
             Some(f) => {
-                let got = verdicts_per_step.get(&s.timestep).copied().unwrap_or(0);
+                let got = computed.get(&s.timestep).map_or(0, |c| c.docs);
                 if f.timestep != s.timestep || f.name != s.file {
                     r.problems.push(format!(
                         "timestep {} ({}): its file record says timestep {} ({})",
@@ -380,4 +396,56 @@ fn read_trees(store: &Store, r: &mut Report) -> Result<(), StoreError> {
         ));
     }
     Ok(())
+}
+
+/// Every timestep has exactly one stored summary, equal to the summary of its verdicts
+/// (`computed`, by timestep); a summary of no committed timestep is a problem too.
+fn check_summaries(
+    steps: &[TimestepRecord],
+    computed: &BTreeMap<u64, StepSummary>,
+    stored: &BTreeMap<u64, StepSummary>,
+    problems: &mut Vec<String>,
+) {
+    let empty = StepSummary::default();
+    for s in steps {
+        let want = computed.get(&s.timestep).unwrap_or(&empty);
+        match stored.get(&s.timestep) {
+            None => problems.push(format!(
+                "timestep {} ({}): no summary stored (the timeline cannot show it)",
+                s.timestep, s.file
+            )),
+            Some(got) if got != want => problems.push(format!(
+                "timestep {} ({}): its stored summary ({}) differs from its verdicts' ({})",
+                s.timestep,
+                s.file,
+                describe(got),
+                describe(want)
+            )),
+            Some(_) => {}
+        }
+    }
+    let known: std::collections::HashSet<u64> = steps.iter().map(|s| s.timestep).collect();
+    for t in stored.keys().filter(|t| !known.contains(t)) {
+        problems.push(format!(
+            "a summary is stored for timestep {t}, which has no record"
+        ));
+    }
+}
+
+/// A summary in one line, for a problem report.
+fn describe(s: &StepSummary) -> String {
+    let time = |t: Option<i64>| t.map_or("-".into(), crate::query::fmt_time);
+    let scores = s.scores.map_or("no scores".into(), |q| {
+        format!(
+            "scores p10 {} p50 {} p90 {} max {}",
+            q.p10, q.p50, q.p90, q.max
+        )
+    });
+    format!(
+        "{} docs, {} novel, {} to {}, {scores}",
+        s.docs,
+        s.novel,
+        time(s.first_time),
+        time(s.last_time)
+    )
 }

@@ -2,8 +2,8 @@
 //!
 //! Durability invariants (SPEC §2):
 //! - every timestep is **one** sled transaction over all trees (state chunks, verdicts, file
-//!   record, timestep record), so after a crash the store holds either all of a timestep or none
-//!   of it;
+//!   record, timestep record, timestep summary), so after a crash the store holds either all of
+//!   a timestep or none of it;
 //! - the caller flushes ([`Store::flush`]) before it moves the batch file, so a file is only
 //!   moved once its timestep is durable; a file found in the inbox whose content hash is already
 //!   in `files` was committed before a crash and is only moved, never re-applied;
@@ -412,7 +412,8 @@ impl Store {
     }
 
     /// Commit one timestep atomically: the new model state (changed chunks only) and the
-    /// timestep's records. Not durable until [`Store::flush`].
+    /// timestep's records, its [`StepSummary`] (computed from `write.verdicts`) included. Not
+    /// durable until [`Store::flush`].
     pub fn commit(&mut self, engine: &Engine, write: &TimestepWrite) -> Result<CommitStats> {
         let now = write.record.committed_at;
         // 1. The state as (tree, key) → bytes; the memory's documents as a delta.
@@ -456,6 +457,13 @@ impl Store {
             ti,
             u64_key(write.record.timestep).to_vec(),
             Some(postcard::to_stdvec(&write.record).unwrap()),
+        ));
+        // the timeline's summary of the timestep, from its verdicts (O(batch))
+        let si = ALL_TREES.iter().position(|n| *n == SUMMARIES).unwrap();
+        ops.push((
+            si,
+            u64_key(write.record.timestep).to_vec(),
+            Some(postcard::to_stdvec(&StepSummary::of(&write.verdicts)).unwrap()),
         ));
         let oi = ALL_TREES.iter().position(|n| *n == TOPICS).unwrap();
         for (k, v) in &write.topics {

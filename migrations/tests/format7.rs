@@ -1,0 +1,119 @@
+//! The migration to format 8 on a store written by a format-4 release
+//! (`tests/fixtures/store-format4-l1` of the workspace, first brought to format 7): every
+//! timestep gets the summary of its verdicts, nothing else changes, and a second run changes
+//! nothing.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use novad_migrations::schema::{
+    u64_key, StepSummary, TimestepRecord, VerdictRecord, ALL_TREES, SUMMARIES, TIMESTEPS, VERDICTS,
+};
+use novad_migrations::MIGRATIONS;
+
+type Dump = BTreeMap<String, Vec<(Vec<u8>, Vec<u8>)>>;
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), dst).unwrap();
+        }
+    }
+}
+
+fn dump(db: &sled::Db) -> Dump {
+    ALL_TREES
+        .iter()
+        .map(|t| {
+            let kv = db
+                .open_tree(t)
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    let (k, v) = r.unwrap();
+                    (k.to_vec(), v.to_vec())
+                })
+                .collect();
+            (t.to_string(), kv)
+        })
+        .collect()
+}
+
+#[test]
+fn format_7_to_8_summarizes_every_timestep_from_its_verdicts_and_is_idempotent() {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/store-format4-l1/db");
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&fixture, tmp.path());
+    let db = sled::open(tmp.path()).unwrap();
+    let step_from = |from: u32| MIGRATIONS.iter().find(|m| m.from == from).unwrap();
+    for from in 4..7 {
+        (step_from(from).apply)(&db).unwrap();
+    }
+    let before = dump(&db);
+    assert!(before[SUMMARIES].is_empty(), "a format-7 store");
+    (step_from(7).apply)(&db).unwrap();
+    let once = dump(&db);
+    for (t, kv) in &before {
+        if t != SUMMARIES {
+            assert_eq!(&once[t], kv, "{t} untouched");
+        }
+    }
+    // the oracle: each timestep's verdicts, gathered by a full read of the verdict tree
+    let verdicts: Vec<VerdictRecord> = once[VERDICTS]
+        .iter()
+        .map(|(_, v)| postcard::from_bytes(v).unwrap())
+        .collect();
+    let steps: Vec<TimestepRecord> = once[TIMESTEPS]
+        .iter()
+        .map(|(_, v)| postcard::from_bytes(v).unwrap())
+        .collect();
+    assert!(
+        steps.len() >= 2 && !verdicts.is_empty(),
+        "the fixture has data"
+    );
+    assert_eq!(
+        once[SUMMARIES].len(),
+        steps.len(),
+        "one summary per timestep"
+    );
+    for (s, (k, v)) in steps.iter().zip(&once[SUMMARIES]) {
+        assert_eq!(k.as_slice(), u64_key(s.timestep).as_slice());
+        let got: StepSummary = postcard::from_bytes(v).unwrap();
+        let mine: Vec<&VerdictRecord> = verdicts
+            .iter()
+            .filter(|v| v.timestep == s.timestep)
+            .collect();
+        assert_eq!(got.docs, mine.len() as u64, "timestep {}", s.timestep);
+        assert_eq!(got.docs, s.stats.docs as u64, "timestep {}", s.timestep);
+        assert_eq!(
+            got.novel,
+            mine.iter().filter(|v| v.novel).count() as u64,
+            "timestep {}",
+            s.timestep
+        );
+        assert_eq!(got.first_time, mine.iter().map(|v| v.time).min());
+        assert_eq!(got.last_time, mine.iter().map(|v| v.time).max());
+        let mut scored: Vec<f64> = mine
+            .iter()
+            .filter(|v| !v.empty && !v.bootstrap && v.score.is_finite())
+            .map(|v| v.score)
+            .collect();
+        scored.sort_by(f64::total_cmp);
+        match got.scores {
+            None => assert!(scored.is_empty(), "timestep {}", s.timestep),
+            Some(q) => {
+                assert_eq!(q.max, *scored.last().unwrap());
+                let order = [q.p10, q.p25, q.p50, q.p75, q.p90, q.max];
+                assert!(order.windows(2).all(|w| w[0] <= w[1]), "{q:?}");
+                assert!(q.p10 >= scored[0]);
+            }
+        }
+    }
+    (step_from(7).apply)(&db).unwrap();
+    assert_eq!(dump(&db), once, "a second run changes nothing");
+}
