@@ -181,7 +181,8 @@ mod tests {
         };
         let ok = decode(&enc(&|_| {})).unwrap();
         assert_eq!((ok[[0, 0]], ok[[0, 2]]), (0.5, 0.25));
-        let cases: [(&dyn Fn(&mut Compressed), &str); 4] = [
+        type Case<'a> = (&'a dyn Fn(&mut Compressed), &'a str);
+        let cases: [Case; 4] = [
             (&|c| c.gaps[1] = 3, "atom 3 of 3"),
             (&|c| c.gaps[1] = 0, "not ascending"),
             (&|c| c.row_len = vec![2], "row counts"),
