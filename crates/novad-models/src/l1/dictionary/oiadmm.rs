@@ -3,9 +3,11 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sprs::CsMat;
 
+use super::shard::{shard_docs, shard_sum, Acc, DictRows, ShardSum, LOGICAL_SHARDS};
 use super::{project_columns, Multiplier};
 use crate::linalg::{psi_max_codes, soft};
-use crate::model::OiadmmStats;
+use crate::model::{Code, OiadmmStats};
+use crate::text::SparseDoc;
 
 /// Parameters of the OIADMM step (Algorithm 2). Checked by [`crate::Params::validate`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,40 +33,6 @@ impl OiadmmParams {
     }
 }
 
-/// Sparse accumulator over document positions: a dense buffer plus the list of touched slots,
-/// reset in O(touched).
-struct Acc {
-    val: Vec<f64>,
-    mark: Vec<bool>,
-    touched: Vec<u32>,
-}
-
-impl Acc {
-    fn new(n: usize) -> Self {
-        Acc {
-            val: vec![0.0; n],
-            mark: vec![false; n],
-            touched: Vec::new(),
-        }
-    }
-    #[inline]
-    fn add(&mut self, j: u32, v: f64) {
-        let ju = j as usize;
-        if !self.mark[ju] {
-            self.mark[ju] = true;
-            self.touched.push(j);
-        }
-        self.val[ju] += v;
-    }
-    fn clear(&mut self) {
-        for &j in &self.touched {
-            self.val[j as usize] = 0.0;
-            self.mark[j as usize] = false;
-        }
-        self.touched.clear();
-    }
-}
-
 /// (ÂX̂)_{i,·} for one row of Â: for each atom used in the row, add its weight times the row
 /// of X̂ (CSR, k × n) into `acc`. Cost O(Σ_{k ∈ supp(row)} nnz(X̂_k,·)).
 fn row_times_codes(row: &[f32], xr: &CsMat<f64>, acc: &mut Acc) {
@@ -84,14 +52,64 @@ fn row_times_codes(row: &[f32], xr: &CsMat<f64>, acc: &mut Acc) {
 /// m × n (already resized to this batch), or `None` for Δ_t = 0 — then Δ_{t+1} is not
 /// computed; `x` is X̂_t, k × n CSC.
 ///
-/// Cost: O(nnz(P) + nnz(Δ) + nnz(Â X̂) + m·k) — X̂ is used sparsely and only the entries of
-/// Γ̃ + Δ/β that can be non-zero are visited. Guarantees: Â_{t+1} ∈ 𝒜, all values finite;
-/// the result equals the dense transcription of Algorithm 2 (tested).
+/// The sum over the batch is taken by logical shards ([`shard_sum`], added in shard order), as
+/// [`oiadmm_step_sharded`] does with sums computed elsewhere: the result does not depend on
+/// the number of threads. Guarantees: Â_{t+1} ∈ 𝒜, all values finite; the result equals the
+/// dense transcription of Algorithm 2 up to rounding (tested).
 pub fn oiadmm_step(
     p: &CsMat<f64>,
     a: &Array2<f32>,
     delta: Option<&mut Multiplier>,
     x: &CsMat<f64>,
+    params: &OiadmmParams,
+) -> (Array2<f32>, OiadmmStats) {
+    assert!(p.is_csr() && x.is_csc());
+    let pc = p.to_csc();
+    let docs: Vec<SparseDoc> = pc
+        .outer_iterator()
+        .map(|c| SparseDoc {
+            ids: c.indices().iter().map(|&i| i as u32).collect(),
+            vals: c.data().to_vec(),
+        })
+        .collect();
+    let codes: Vec<Code> = x
+        .outer_iterator()
+        .map(|c| Code {
+            atoms: c.indices().iter().map(|&i| i as u32).collect(),
+            weights: c.data().to_vec(),
+            score: 0.0,
+            ceiling: 0.0,
+            iterations: 0,
+            active_atoms: 0,
+            residual: Vec::new(),
+        })
+        .collect();
+    let rows = DictRows::new(a);
+    let d_ref = delta.as_deref();
+    let sums: Vec<ShardSum> = (0..LOGICAL_SHARDS)
+        .into_par_iter()
+        .map(|s| {
+            let sc: Vec<Code> = shard_docs(codes.len(), s)
+                .map(|j| codes[j].clone())
+                .collect();
+            shard_sum(s, &docs, &rows, d_ref, &sc, a.ncols(), params.beta)
+        })
+        .collect();
+    oiadmm_step_sharded(p, a, delta, x, &sums, params)
+}
+
+/// [`oiadmm_step`] with the sum over the batch given as the parts of every logical shard
+/// (`sums[s]` from [`shard_sum`] for shard s, in shard order). Row i of Â_{t+1} is
+/// Π(Â_i + τ Σ_s G_s[i, ·]), the parts added in shard order, τ = tau_scale / (2 Ψmax(X̂)).
+///
+/// Panics when the shapes disagree or `sums` is not one part per shard in order (callers
+/// check parts received from elsewhere with [`ShardSum::check`]).
+pub fn oiadmm_step_sharded(
+    p: &CsMat<f64>,
+    a: &Array2<f32>,
+    delta: Option<&mut Multiplier>,
+    x: &CsMat<f64>,
+    sums: &[ShardSum],
     params: &OiadmmParams,
 ) -> (Array2<f32>, OiadmmStats) {
     let (m, k) = a.dim();
@@ -103,6 +121,8 @@ pub fn oiadmm_step(
     assert_eq!(x.rows(), k, "X rows");
     assert_eq!(x.cols(), n, "X cols");
     assert!(p.is_csr() && x.is_csc());
+    assert_eq!(sums.len(), LOGICAL_SHARDS, "one sum per logical shard");
+    assert!(sums.iter().enumerate().all(|(s, g)| g.shard as usize == s));
     let beta = params.beta;
     let psi = psi_max_codes(x);
     let tau = if psi > 0.0 {
@@ -112,62 +132,54 @@ pub fn oiadmm_step(
     };
     let xr = x.to_csr();
     let a_sl = a.as_slice().expect("standard layout");
-    let empty: Vec<(u32, f32)> = Vec::new();
-    let d_ref: Option<&Multiplier> = delta.as_deref();
-    let d_row = |i: usize| -> &[(u32, f32)] {
-        match d_ref {
-            Some(d) => d.row(i),
-            None => &empty,
-        }
-    };
 
-    // Pass 1: Â' = max(0, Â − τ G) with G = −W X̂ᵀ, W = Δ/β + Γ̃ − Γ = clip(Γ̃ + Δ/β, ±1/β),
-    // Γ̃ = P − Â X̂. Only documents with a non-zero code contribute, and W_ij ≠ 0 needs
-    // P_ij ≠ 0, Δ_ij ≠ 0 or (ÂX̂)_ij ≠ 0.
+    // Pass 1: Â' = Π(Â − τ G) with G = −W X̂ᵀ = −Σ_s G_s, W = clip(Γ̃ + Δ/β, ±1/β),
+    // Γ̃ = P − Â X̂ (the parts computed per shard by `shard_sum`).
     let mut a_new = Array2::<f64>::zeros((m, k));
+    a_new.zip_mut_with(a, |o, &v| *o = v as f64);
     if tau > 0.0 && k > 0 {
+        // per shard, the position of each row in its part (u32::MAX: absent)
+        let pos: Vec<Vec<u32>> = sums
+            .par_iter()
+            .map(|g| {
+                let mut pos = vec![u32::MAX; m];
+                for (r, (i, _, _)) in g.iter_rows().enumerate() {
+                    pos[i] = r as u32;
+                }
+                pos
+            })
+            .collect();
+        let rows: Vec<Vec<(&[u32], &[f64])>> = sums
+            .iter()
+            .map(|g| g.iter_rows().map(|(_, at, v)| (at, v)).collect())
+            .collect();
         a_new
             .as_slice_mut()
             .unwrap()
             .par_chunks_mut(k)
             .enumerate()
             .for_each_init(
-                || (Acc::new(n), Acc::new(n)),
-                |(ax, gt), (i, out)| {
-                    let a_row = &a_sl[i * k..(i + 1) * k];
-                    for (o, &v) in out.iter_mut().zip(a_row) {
-                        *o = v as f64;
-                    }
-                    row_times_codes(a_row, &xr, ax);
-                    // gt accumulates Γ̃ + Δ/β on the candidate positions
-                    for &j in &ax.touched {
-                        gt.add(j, -ax.val[j as usize]);
-                    }
-                    for (j, &v) in p.outer_view(i).unwrap().iter() {
-                        gt.add(j as u32, v);
-                    }
-                    for &(j, d) in d_row(i) {
-                        gt.add(j, d as f64 / beta);
-                    }
-                    for &j in &gt.touched {
-                        let code = x.outer_view(j as usize).unwrap();
-                        if code.nnz() == 0 {
-                            continue;
-                        }
-                        let w = gt.val[j as usize].clamp(-1.0 / beta, 1.0 / beta);
-                        if w != 0.0 {
-                            for (kk, &v) in code.iter() {
-                                out[kk] += tau * w * v;
+                || vec![0.0f64; k],
+                |acc, (i, out)| {
+                    acc.iter_mut().for_each(|v| *v = 0.0);
+                    let mut any = false;
+                    for (s, pos) in pos.iter().enumerate() {
+                        if pos[i] != u32::MAX {
+                            let (at, v) = rows[s][pos[i] as usize];
+                            for (&kk, &g) in at.iter().zip(v) {
+                                acc[kk as usize] += g;
                             }
+                            any = true;
                         }
                     }
-                    ax.clear();
-                    gt.clear();
+                    if any {
+                        for (o, &g) in out.iter_mut().zip(acc.iter()) {
+                            *o += tau * g;
+                        }
+                    }
                 },
             );
         project_columns(&mut a_new);
-    } else {
-        a_new.zip_mut_with(a, |o, &v| *o = v as f64);
     }
     let a_out = a_new.mapv(|v| v as f32);
 
