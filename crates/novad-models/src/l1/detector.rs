@@ -8,12 +8,13 @@ use std::time::Instant;
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
-use crate::l1::coding::{code_batch, CodingDict};
 use crate::l1::dictclust::dictclust;
 use crate::l1::dictionary::{
-    bootstrap, codes_to_csc, docs_to_csr, oiadmm_step, refresh_atoms, remap_rows, Multiplier,
+    bootstrap, codes_to_csc, docs_to_csr, oiadmm_step_sharded, refresh_atoms, remap_rows,
+    Multiplier,
 };
 use crate::l1::params::Params;
+use crate::l1::replicate::{CodingJob, Local, Replication, Tapped};
 use crate::model::{
     decode_part, judged, params_image, Code, EngineError, Judge, ParamsError, Scored, StepOutput,
     StepStats, Verdict,
@@ -250,6 +251,19 @@ impl Model {
         docs: &[D],
         judge: Option<&mut (dyn Judge + '_)>,
     ) -> Result<(Model, StepOutput), EngineError> {
+        self.step_replicated(docs, judge, &mut Local)
+    }
+
+    /// [`Self::step_judged`] with the coding (codes and the parts of the OIADMM sum, by
+    /// logical shard) done by `rep`, and the judge's decision told to it. With [`Local`] this
+    /// is the single-node step; replicas of one model that are given the same batch and the
+    /// same shard outputs (and the leader's judgement) compute the same new model, bit for bit.
+    pub fn step_replicated<D: AsRef<str> + Sync>(
+        &self,
+        docs: &[D],
+        judge: Option<&mut (dyn Judge + '_)>,
+        rep: &mut dyn Replication,
+    ) -> Result<(Model, StepOutput), EngineError> {
         let t0 = Instant::now();
         let p = &self.params;
         let tok = self.tokenizer();
@@ -283,11 +297,25 @@ impl Model {
             dict = bootstrap(&vectors, m, p.k, &p.coding, &p.bootstrap, p.seed);
             bootstrapped = true;
         }
-        let codes = if bootstrapped {
-            let cd = CodingDict::new(dict.view(), p.coding.step);
-            code_batch(&cd, &vectors, &p.coding)
+        // Â is updated on every batch after the bootstrap one (not before bootstrap, not on an
+        // empty batch); the coding then also gives each shard's part of the OIADMM sum.
+        let update = bootstrapped && !is_bootstrap && n > 0;
+        let delta_in =
+            (update && p.oiadmm.carry_delta).then(|| self.delta.remap_resize(&change.remap, n));
+        let (codes, sums) = if bootstrapped {
+            let job = CodingJob {
+                timestep: self.timestep,
+                vectors: &vectors,
+                dict: &dict,
+                coding: &p.coding,
+                update,
+                delta: delta_in.as_ref(),
+                beta: p.oiadmm.beta,
+            };
+            let outs = rep.code(&job)?;
+            job.assemble(outs)?
         } else {
-            vectors
+            let codes = vectors
                 .iter()
                 .map(|v| Code {
                     atoms: vec![],
@@ -298,7 +326,8 @@ impl Model {
                     active_atoms: 0,
                     residual: vec![],
                 })
-                .collect()
+                .collect();
+            (codes, None)
         };
         stats.seconds_coding = t1.elapsed().as_secs_f64();
         // Mass on terms never seen before this batch (known to the vocabulary, not to any past
@@ -335,6 +364,8 @@ impl Model {
             silent,
             rule: &p.threshold,
         };
+        let mut tapped = judge.map(|inner| Tapped { inner, rep });
+        let judge = tapped.as_mut().map(|t| t as &mut dyn Judge);
         let (novel, thr) = judged(judge, &scored, || {
             if silent {
                 (vec![false; n], f64::INFINITY)
@@ -384,16 +415,16 @@ impl Model {
         // Dictionary update (not on the bootstrap batch, not before bootstrap, not on an empty
         // batch).
         let t2 = Instant::now();
-        let (dict, delta) = if bootstrapped && !is_bootstrap && n > 0 {
+        let (dict, delta) = if let (true, Some(sums)) = (update, &sums) {
             let pm = docs_to_csr(&vectors, m);
             let x = codes_to_csc(&codes, dict.ncols());
-            if p.oiadmm.carry_delta {
-                let mut delta = self.delta.remap_resize(&change.remap, n);
-                let (a, st) = oiadmm_step(&pm, &dict, Some(&mut delta), &x, &p.oiadmm);
+            if let Some(mut delta) = delta_in {
+                let (a, st) =
+                    oiadmm_step_sharded(&pm, &dict, Some(&mut delta), &x, &sums, &p.oiadmm);
                 stats.oiadmm = st;
                 (a, delta)
             } else {
-                let (a, st) = oiadmm_step(&pm, &dict, None, &x, &p.oiadmm);
+                let (a, st) = oiadmm_step_sharded(&pm, &dict, None, &x, &sums, &p.oiadmm);
                 stats.oiadmm = st;
                 (a, Multiplier::zeros(m, 0))
             }
