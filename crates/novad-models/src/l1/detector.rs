@@ -420,11 +420,11 @@ impl Model {
             let x = codes_to_csc(&codes, dict.ncols());
             if let Some(mut delta) = delta_in {
                 let (a, st) =
-                    oiadmm_step_sharded(&pm, &dict, Some(&mut delta), &x, &sums, &p.oiadmm);
+                    oiadmm_step_sharded(&pm, &dict, Some(&mut delta), &x, sums, &p.oiadmm);
                 stats.oiadmm = st;
                 (a, delta)
             } else {
-                let (a, st) = oiadmm_step_sharded(&pm, &dict, None, &x, &sums, &p.oiadmm);
+                let (a, st) = oiadmm_step_sharded(&pm, &dict, None, &x, sums, &p.oiadmm);
                 stats.oiadmm = st;
                 (a, Multiplier::zeros(m, 0))
             }
