@@ -185,6 +185,8 @@ pub struct Gather {
     local: usize,
     /// Payload bytes this worker sent to other processes' workers, over all rounds.
     pub bytes_sent: u64,
+    /// Payload bytes this worker received from other processes' workers, over all rounds.
+    pub bytes_received: u64,
 }
 
 impl Gather {
@@ -215,6 +217,7 @@ impl Gather {
             round: 0,
             local,
             bytes_sent: 0,
+            bytes_received: 0,
         }
     }
 
@@ -226,6 +229,11 @@ impl Gather {
     /// All workers of the cluster.
     pub fn peers(&self) -> usize {
         self.worker.peers()
+    }
+
+    /// Payload bytes sent and received over the network so far.
+    pub fn traffic(&self) -> u64 {
+        self.bytes_sent + self.bytes_received
     }
 
     /// Contribute `mine` to the next round and wait for it to complete: every worker's
@@ -244,6 +252,12 @@ impl Gather {
             .unwrap_or_default();
         self.round += 1;
         got.sort_by_key(|g| g.0);
+        let me = self.index() / self.local;
+        self.bytes_received += got
+            .iter()
+            .filter(|g| g.0 as usize / self.local != me)
+            .map(|g| g.1.len() as u64)
+            .sum::<u64>();
         got.into_iter().map(|g| g.1).collect()
     }
 }

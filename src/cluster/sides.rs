@@ -2,6 +2,7 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::time::Instant;
 
 use novad_models::l1::replicate::{CodingJob, Replication, ShardOutput};
 use novad_models::l1::Model;
@@ -63,18 +64,36 @@ impl Leader {
             self.load(engine)?;
         }
         self.in_sync = false;
+        let before = self.gather.borrow().traffic();
+        let t0 = Instant::now();
         self.gather.borrow_mut().round(encode(&Lead::Step {
             timestep: engine.timestep(),
             docs: texts.iter().map(|t| t.to_string()).collect(),
             judged: engine.hybrid().is_some(),
         }));
+        let docs_seconds = t0.elapsed().as_secs_f64();
+        let docs_bytes = self.gather.borrow().traffic() - before;
         let mut side = LeaderSide {
             gather: Rc::clone(&self.gather),
+            figures: Figures::default(),
         };
         let r = engine.step_at_moving_replicated(texts, times, &mut side);
         if r.is_err() {
             self.gather.borrow_mut().round(encode(&Lead::Abort));
         }
+        let f = side.figures;
+        tracing::info!(
+            timestep = engine.timestep(),
+            workers = self.gather.borrow().peers(),
+            docs_seconds = format!("{docs_seconds:.4}"),
+            docs_bytes,
+            code_seconds = format!("{:.4}", f.code_seconds),
+            exchange_seconds = format!("{:.4}", f.exchange_seconds),
+            outputs_bytes = f.outputs_bytes,
+            codes_bytes = f.codes_bytes,
+            judgement_bytes = f.judgement_bytes,
+            "cluster step"
+        );
         r
     }
 }
@@ -125,18 +144,43 @@ impl Drop for Leader {
     }
 }
 
+/// Where a step's time and traffic went, as the leader sees it (logged with each step).
+#[derive(Default)]
+struct Figures {
+    /// Coding the leader's own shards and their parts of the OIADMM sum.
+    code_seconds: f64,
+    /// Waiting for the coding round to complete (the slowest worker, and the transfer).
+    exchange_seconds: f64,
+    /// Bytes of the coding round the leader sent and received over the network.
+    outputs_bytes: u64,
+    /// Encoded size of every worker's contribution to the coding round: the volume
+    /// all-gathered (each worker receives all but its own).
+    codes_bytes: u64,
+    /// Bytes of the judgement round sent over the network.
+    judgement_bytes: u64,
+}
+
 /// The leader's side of a step: codes its shards, passes its judge's decision on.
 struct LeaderSide {
     gather: Rc<RefCell<Gather>>,
+    figures: Figures,
 }
 
 impl Replication for LeaderSide {
     fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
         let mut g = self.gather.borrow_mut();
+        let t0 = Instant::now();
         let outs = job.run(&my_shards(g.index(), g.peers()));
+        self.figures.code_seconds = t0.elapsed().as_secs_f64();
+        let before = g.traffic();
+        let t1 = Instant::now();
         let round = g.round(encode(&Lead::Shards(outs)));
+        self.figures.exchange_seconds = t1.elapsed().as_secs_f64();
+        self.figures.outputs_bytes = g.traffic() - before;
         let (lead, replies) = decode(&round)?;
-        gather_outputs(lead, replies, job.timestep)
+        let all = gather_outputs(lead, replies, job.timestep)?;
+        self.figures.codes_bytes = round.iter().map(|b| b.len() as u64).sum();
+        Ok(all)
     }
 
     fn judged(&mut self, j: &Result<Judgement, EngineError>) -> Result<(), EngineError> {
@@ -144,9 +188,10 @@ impl Replication for LeaderSide {
             Ok(v) => Ok(v.clone()),
             Err(e) => Err(e.to_string()),
         };
-        self.gather
-            .borrow_mut()
-            .round(encode(&Lead::Judgement(sent)));
+        let mut g = self.gather.borrow_mut();
+        let before = g.traffic();
+        g.round(encode(&Lead::Judgement(sent)));
+        self.figures.judgement_bytes = g.traffic() - before;
         Ok(())
     }
 }

@@ -10,8 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::l1::dictclust::dictclust;
 use crate::l1::dictionary::{
-    bootstrap, codes_to_csc, docs_to_csr, oiadmm_step_sharded, refresh_atoms, remap_rows,
-    Multiplier,
+    bootstrap, codes_to_csc, docs_to_csr, oiadmm_step, refresh_atoms, remap_rows, Multiplier,
 };
 use crate::l1::params::Params;
 use crate::l1::replicate::{CodingJob, Local, Replication, Tapped};
@@ -297,25 +296,17 @@ impl Model {
             dict = bootstrap(&vectors, m, p.k, &p.coding, &p.bootstrap, p.seed);
             bootstrapped = true;
         }
-        // Â is updated on every batch after the bootstrap one (not before bootstrap, not on an
-        // empty batch); the coding then also gives each shard's part of the OIADMM sum.
-        let update = bootstrapped && !is_bootstrap && n > 0;
-        let delta_in =
-            (update && p.oiadmm.carry_delta).then(|| self.delta.remap_resize(&change.remap, n));
-        let (codes, sums) = if bootstrapped {
+        let codes = if bootstrapped {
             let job = CodingJob {
                 timestep: self.timestep,
                 vectors: &vectors,
                 dict: &dict,
                 coding: &p.coding,
-                update,
-                delta: delta_in.as_ref(),
-                beta: p.oiadmm.beta,
             };
             let outs = rep.code(&job)?;
             job.assemble(outs)?
         } else {
-            let codes = vectors
+            vectors
                 .iter()
                 .map(|v| Code {
                     atoms: vec![],
@@ -326,8 +317,7 @@ impl Model {
                     active_atoms: 0,
                     residual: vec![],
                 })
-                .collect();
-            (codes, None)
+                .collect()
         };
         stats.seconds_coding = t1.elapsed().as_secs_f64();
         // Mass on terms never seen before this batch (known to the vocabulary, not to any past
@@ -415,16 +405,16 @@ impl Model {
         // Dictionary update (not on the bootstrap batch, not before bootstrap, not on an empty
         // batch).
         let t2 = Instant::now();
-        let (dict, delta) = if let (true, Some(sums)) = (update, &sums) {
+        let (dict, delta) = if bootstrapped && !is_bootstrap && n > 0 {
             let pm = docs_to_csr(&vectors, m);
             let x = codes_to_csc(&codes, dict.ncols());
-            if let Some(mut delta) = delta_in {
-                let (a, st) =
-                    oiadmm_step_sharded(&pm, &dict, Some(&mut delta), &x, sums, &p.oiadmm);
+            if p.oiadmm.carry_delta {
+                let mut delta = self.delta.remap_resize(&change.remap, n);
+                let (a, st) = oiadmm_step(&pm, &dict, Some(&mut delta), &x, &p.oiadmm);
                 stats.oiadmm = st;
                 (a, delta)
             } else {
-                let (a, st) = oiadmm_step_sharded(&pm, &dict, None, &x, sums, &p.oiadmm);
+                let (a, st) = oiadmm_step(&pm, &dict, None, &x, &p.oiadmm);
                 stats.oiadmm = st;
                 (a, Multiplier::zeros(m, 0))
             }

@@ -13,14 +13,12 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::l1::coding::{code_document, CodingDict, CodingParams};
-use crate::l1::dictionary::{
-    shard_docs, shard_sum, DictRows, Multiplier, ShardSum, LOGICAL_SHARDS,
-};
+use crate::l1::dictionary::{shard_docs, LOGICAL_SHARDS};
 use crate::model::{Code, EngineError, Judge, Judgement, Scored};
 use crate::text::SparseDoc;
 
-/// What the coding of one step needs: the batch's vectors, the dictionary they are coded
-/// against and, when the step updates Â, what the OIADMM sum needs.
+/// What the coding of one step needs: the batch's vectors and the dictionary they are coded
+/// against.
 pub struct CodingJob<'a> {
     /// The timestep of the model being stepped.
     pub timestep: u64,
@@ -29,72 +27,45 @@ pub struct CodingJob<'a> {
     /// Â_t (m × k) as the step codes against it (after the vocabulary remap or the bootstrap).
     pub dict: &'a Array2<f32>,
     pub coding: &'a CodingParams,
-    /// Whether the step updates Â: then every shard also returns its part of the OIADMM sum.
-    pub update: bool,
-    /// Δ_t resized to the batch when it is carried (only used with `update`).
-    pub delta: Option<&'a Multiplier>,
-    /// The OIADMM penalty β.
-    pub beta: f64,
 }
 
-/// One logical shard's share of a step: the codes of its documents (in batch order) and its
-/// part of the OIADMM sum when the step updates Â.
+/// One logical shard's share of a step: the codes of its documents, in batch order.
+///
+/// The parts of the OIADMM sum are not exchanged: every replica computes them from the codes,
+/// shard by shard ([`crate::l1::dictionary::oiadmm_step`]). A part is up to m × k (nearly dense
+/// once Â has spread: ~7 MB per shard for 1,000 20NG documents and k = 200, measured), the
+/// codes of a shard a few hundred bytes per document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardOutput {
     pub shard: u32,
     pub codes: Vec<Code>,
-    pub sum: Option<ShardSum>,
 }
 
-/// The codes of a whole batch (batch order) and, when the step updates Â, every shard's part
-/// of the OIADMM sum (shard order).
-pub type Assembled = (Vec<Code>, Option<Vec<ShardSum>>);
-
 impl CodingJob<'_> {
-    /// Code the documents of `shards` and compute their parts of the OIADMM sum (in parallel
-    /// on the rayon pool; each result is a function of the job and its shard only).
+    /// Code the documents of `shards` (in parallel on the rayon pool; each code is a function
+    /// of the job and its document only).
     pub fn run(&self, shards: &[usize]) -> Vec<ShardOutput> {
         let n = self.vectors.len();
         let cd = CodingDict::new(self.dict.view(), self.coding.step);
-        let idx: Vec<(usize, usize)> = shards
+        shards
             .iter()
-            .flat_map(|&s| shard_docs(n, s).map(move |j| (s, j)))
-            .collect();
-        let mut codes: Vec<Code> = idx
-            .par_iter()
-            .map(|&(_, j)| code_document(&cd, &self.vectors[j], self.coding))
-            .collect();
-        let mut per_shard: Vec<(usize, Vec<Code>)> = Vec::with_capacity(shards.len());
-        for &s in shards.iter().rev() {
-            let count = idx.iter().filter(|&&(t, _)| t == s).count();
-            per_shard.push((s, codes.split_off(codes.len() - count)));
-        }
-        per_shard.reverse();
-        let rows = self.update.then(|| DictRows::new(self.dict));
-        per_shard
-            .into_par_iter()
-            .map(|(s, codes)| ShardOutput {
-                shard: s as u32,
-                sum: rows.as_ref().map(|r| {
-                    shard_sum(
-                        s,
-                        self.vectors,
-                        r,
-                        self.delta,
-                        &codes,
-                        self.dict.ncols(),
-                        self.beta,
-                    )
-                }),
-                codes,
+            .map(|&s| {
+                let docs: Vec<usize> = shard_docs(n, s).collect();
+                ShardOutput {
+                    shard: s as u32,
+                    codes: docs
+                        .par_iter()
+                        .map(|&j| code_document(&cd, &self.vectors[j], self.coding))
+                        .collect(),
+                }
             })
             .collect()
     }
 
-    /// Put the outputs of every shard together: the codes in batch order and the sums in
-    /// shard order. Fails (naming the shard) when a shard is missing or repeated, or an output
-    /// does not fit the batch (wrong count, atom out of range, non-finite value).
-    pub fn assemble(&self, outs: Vec<ShardOutput>) -> Result<Assembled, EngineError> {
+    /// Put the outputs of every shard together: the codes in batch order. Fails (naming the
+    /// shard) when a shard is missing or repeated, or an output does not fit the batch (wrong
+    /// count, atom out of range, non-finite value).
+    pub fn assemble(&self, outs: Vec<ShardOutput>) -> Result<Vec<Code>, EngineError> {
         let n = self.vectors.len();
         let (m, k) = self.dict.dim();
         let bad = |s: usize, what: &str| {
@@ -112,7 +83,6 @@ impl CodingJob<'_> {
             slots[s] = Some(o);
         }
         let mut codes: Vec<Option<Code>> = vec![None; n];
-        let mut sums = Vec::with_capacity(LOGICAL_SHARDS);
         for (s, slot) in slots.into_iter().enumerate() {
             let o = slot.ok_or_else(|| bad(s, "missing"))?;
             let docs: Vec<usize> = shard_docs(n, s).collect();
@@ -122,20 +92,14 @@ impl CodingJob<'_> {
             if !o.codes.iter().all(|c| code_fits(c, m, k)) {
                 return Err(bad(s, "a code does not fit the dictionary"));
             }
-            match (o.sum, self.update) {
-                (Some(g), true) if g.check(m, k) && g.shard as usize == s => sums.push(g),
-                (None, false) => {}
-                _ => return Err(bad(s, "missing or malformed part of the dictionary update")),
-            }
             for (j, c) in docs.into_iter().zip(o.codes) {
                 codes[j] = Some(c);
             }
         }
-        let codes = codes
+        Ok(codes
             .into_iter()
             .map(|c| c.expect("every position set"))
-            .collect();
-        Ok((codes, self.update.then_some(sums)))
+            .collect())
     }
 }
 
