@@ -16,10 +16,10 @@ mod shard;
 
 pub use bootstrap::{a_step, bootstrap, init_atoms, AtomInit, BootstrapParams};
 pub use multiplier::Multiplier;
-pub use oiadmm::{oiadmm_step, oiadmm_step_sharded, OiadmmParams};
+pub use oiadmm::{oiadmm_step, OiadmmParams};
 pub use project::{project_columns, project_nonneg_l1_ball};
 pub use refresh::{refresh_atoms, RefreshParams};
-pub use shard::{shard_docs, shard_of, shard_sum, DictRows, ShardSum, LOGICAL_SHARDS};
+pub use shard::{shard_docs, shard_of, LOGICAL_SHARDS};
 
 use ndarray::Array2;
 use sprs::{CsMat, TriMat};

@@ -3,11 +3,10 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sprs::CsMat;
 
-use super::shard::{shard_docs, shard_sum, Acc, DictRows, ShardSum, LOGICAL_SHARDS};
+use super::shard::{Acc, LOGICAL_SHARDS};
 use super::{project_columns, Multiplier};
 use crate::linalg::{psi_max_codes, soft};
-use crate::model::{Code, OiadmmStats};
-use crate::text::SparseDoc;
+use crate::model::OiadmmStats;
 
 /// Parameters of the OIADMM step (Algorithm 2). Checked by [`crate::Params::validate`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,6 +32,81 @@ impl OiadmmParams {
     }
 }
 
+/// The buffers of pass 1 for one dictionary row.
+struct Row {
+    /// (ÂX̂)_{i,·} over the documents.
+    ax: Acc,
+    /// Γ̃ + Δ/β on the candidate documents.
+    gt: Acc,
+    /// (shard, document) of the candidates with a code and w ≠ 0, and their w.
+    cand: Vec<(u32, u32, f64)>,
+    /// One shard's part of G_i (over atoms).
+    part: Acc,
+    /// G_i, the parts added in shard order.
+    acc: Vec<f64>,
+}
+
+impl Row {
+    fn new(n: usize, k: usize) -> Row {
+        Row {
+            ax: Acc::new(n),
+            gt: Acc::new(n),
+            cand: Vec::new(),
+            part: Acc::new(k),
+            acc: vec![0.0; k],
+        }
+    }
+
+    /// G_i = Σ_s Σ_{j ∈ s} w_ij x_·j into `acc`: documents of a shard in increasing position,
+    /// shards in order. False when no document contributes (then `acc` is all zero).
+    fn sum_by_shards(&mut self, x: &CsMat<f64>, beta: f64) -> bool {
+        for &j in &self.gt.touched {
+            let code = x.outer_view(j as usize).unwrap();
+            if code.nnz() == 0 {
+                continue;
+            }
+            let w = self.gt.val[j as usize].clamp(-1.0 / beta, 1.0 / beta);
+            if w != 0.0 {
+                self.cand.push(((j as usize % LOGICAL_SHARDS) as u32, j, w));
+            }
+        }
+        if self.cand.is_empty() {
+            return false;
+        }
+        self.cand.sort_unstable_by_key(|c| (c.0, c.1));
+        let mut start = 0;
+        while start < self.cand.len() {
+            let shard = self.cand[start].0;
+            let end = start
+                + self.cand[start..]
+                    .iter()
+                    .take_while(|c| c.0 == shard)
+                    .count();
+            for &(_, j, w) in &self.cand[start..end] {
+                let code = x.outer_view(j as usize).unwrap();
+                for (kk, &v) in code.iter() {
+                    self.part.add(kk as u32, w * v);
+                }
+            }
+            for &kk in &self.part.touched {
+                self.acc[kk as usize] += self.part.val[kk as usize];
+            }
+            self.part.clear();
+            start = end;
+        }
+        true
+    }
+
+    fn clear(&mut self) {
+        self.ax.clear();
+        self.gt.clear();
+        if !self.cand.is_empty() {
+            self.cand.clear();
+            self.acc.iter_mut().for_each(|v| *v = 0.0);
+        }
+    }
+}
+
 /// (ÂX̂)_{i,·} for one row of Â: for each atom used in the row, add its weight times the row
 /// of X̂ (CSR, k × n) into `acc`. Cost O(Σ_{k ∈ supp(row)} nnz(X̂_k,·)).
 fn row_times_codes(row: &[f32], xr: &CsMat<f64>, acc: &mut Acc) {
@@ -52,64 +126,19 @@ fn row_times_codes(row: &[f32], xr: &CsMat<f64>, acc: &mut Acc) {
 /// m × n (already resized to this batch), or `None` for Δ_t = 0 — then Δ_{t+1} is not
 /// computed; `x` is X̂_t, k × n CSC.
 ///
-/// The sum over the batch is taken by logical shards ([`shard_sum`], added in shard order), as
-/// [`oiadmm_step_sharded`] does with sums computed elsewhere: the result does not depend on
-/// the number of threads. Guarantees: Â_{t+1} ∈ 𝒜, all values finite; the result equals the
-/// dense transcription of Algorithm 2 up to rounding (tested).
+/// The sum over the batch G_i = Σ_j w_ij x_·j is taken by logical shards (see
+/// [`super::LOGICAL_SHARDS`]): per row, each shard's part is summed over its documents in
+/// increasing position, and the parts are added in shard order. The result is therefore a
+/// function of the inputs only (not of the number of threads, nor of how documents were
+/// grouped to be coded). Cost: O(nnz(P) + nnz(Δ) + nnz(Â X̂) + m·k) — X̂ is used sparsely and
+/// only the entries of Γ̃ + Δ/β that can be non-zero are visited. Guarantees: Â_{t+1} ∈ 𝒜,
+/// all values finite; the result equals the dense transcription of Algorithm 2 up to
+/// rounding (tested) and bit for bit a dense evaluation in the shard order (tested).
 pub fn oiadmm_step(
     p: &CsMat<f64>,
     a: &Array2<f32>,
     delta: Option<&mut Multiplier>,
     x: &CsMat<f64>,
-    params: &OiadmmParams,
-) -> (Array2<f32>, OiadmmStats) {
-    assert!(p.is_csr() && x.is_csc());
-    let pc = p.to_csc();
-    let docs: Vec<SparseDoc> = pc
-        .outer_iterator()
-        .map(|c| SparseDoc {
-            ids: c.indices().iter().map(|&i| i as u32).collect(),
-            vals: c.data().to_vec(),
-        })
-        .collect();
-    let codes: Vec<Code> = x
-        .outer_iterator()
-        .map(|c| Code {
-            atoms: c.indices().iter().map(|&i| i as u32).collect(),
-            weights: c.data().to_vec(),
-            score: 0.0,
-            ceiling: 0.0,
-            iterations: 0,
-            active_atoms: 0,
-            residual: Vec::new(),
-        })
-        .collect();
-    let rows = DictRows::new(a);
-    let d_ref = delta.as_deref();
-    let sums: Vec<ShardSum> = (0..LOGICAL_SHARDS)
-        .into_par_iter()
-        .map(|s| {
-            let sc: Vec<Code> = shard_docs(codes.len(), s)
-                .map(|j| codes[j].clone())
-                .collect();
-            shard_sum(s, &docs, &rows, d_ref, &sc, a.ncols(), params.beta)
-        })
-        .collect();
-    oiadmm_step_sharded(p, a, delta, x, &sums, params)
-}
-
-/// [`oiadmm_step`] with the sum over the batch given as the parts of every logical shard
-/// (`sums[s]` from [`shard_sum`] for shard s, in shard order). Row i of Â_{t+1} is
-/// Π(Â_i + τ Σ_s G_s[i, ·]), the parts added in shard order, τ = tau_scale / (2 Ψmax(X̂)).
-///
-/// Panics when the shapes disagree or `sums` is not one part per shard in order (callers
-/// check parts received from elsewhere with [`ShardSum::check`]).
-pub fn oiadmm_step_sharded(
-    p: &CsMat<f64>,
-    a: &Array2<f32>,
-    delta: Option<&mut Multiplier>,
-    x: &CsMat<f64>,
-    sums: &[ShardSum],
     params: &OiadmmParams,
 ) -> (Array2<f32>, OiadmmStats) {
     let (m, k) = a.dim();
@@ -121,8 +150,6 @@ pub fn oiadmm_step_sharded(
     assert_eq!(x.rows(), k, "X rows");
     assert_eq!(x.cols(), n, "X cols");
     assert!(p.is_csr() && x.is_csc());
-    assert_eq!(sums.len(), LOGICAL_SHARDS, "one sum per logical shard");
-    assert!(sums.iter().enumerate().all(|(s, g)| g.shard as usize == s));
     let beta = params.beta;
     let psi = psi_max_codes(x);
     let tau = if psi > 0.0 {
@@ -132,51 +159,47 @@ pub fn oiadmm_step_sharded(
     };
     let xr = x.to_csr();
     let a_sl = a.as_slice().expect("standard layout");
+    let empty: Vec<(u32, f32)> = Vec::new();
+    let d_ref: Option<&Multiplier> = delta.as_deref();
+    let d_row = |i: usize| -> &[(u32, f32)] {
+        match d_ref {
+            Some(d) => d.row(i),
+            None => &empty,
+        }
+    };
 
-    // Pass 1: Â' = Π(Â − τ G) with G = −W X̂ᵀ = −Σ_s G_s, W = clip(Γ̃ + Δ/β, ±1/β),
-    // Γ̃ = P − Â X̂ (the parts computed per shard by `shard_sum`).
+    // Pass 1: Â' = Π(Â − τ G) with G = −W X̂ᵀ, W = Δ/β + Γ̃ − Γ = clip(Γ̃ + Δ/β, ±1/β),
+    // Γ̃ = P − Â X̂. Only documents with a non-zero code contribute, and W_ij ≠ 0 needs
+    // P_ij ≠ 0, Δ_ij ≠ 0 or (ÂX̂)_ij ≠ 0.
     let mut a_new = Array2::<f64>::zeros((m, k));
     a_new.zip_mut_with(a, |o, &v| *o = v as f64);
     if tau > 0.0 && k > 0 {
-        // per shard, the position of each row in its part (u32::MAX: absent)
-        let pos: Vec<Vec<u32>> = sums
-            .par_iter()
-            .map(|g| {
-                let mut pos = vec![u32::MAX; m];
-                for (r, (i, _, _)) in g.iter_rows().enumerate() {
-                    pos[i] = r as u32;
-                }
-                pos
-            })
-            .collect();
-        let rows: Vec<Vec<(&[u32], &[f64])>> = sums
-            .iter()
-            .map(|g| g.iter_rows().map(|(_, at, v)| (at, v)).collect())
-            .collect();
         a_new
             .as_slice_mut()
             .unwrap()
             .par_chunks_mut(k)
             .enumerate()
             .for_each_init(
-                || vec![0.0f64; k],
-                |acc, (i, out)| {
-                    acc.iter_mut().for_each(|v| *v = 0.0);
-                    let mut any = false;
-                    for (s, pos) in pos.iter().enumerate() {
-                        if pos[i] != u32::MAX {
-                            let (at, v) = rows[s][pos[i] as usize];
-                            for (&kk, &g) in at.iter().zip(v) {
-                                acc[kk as usize] += g;
-                            }
-                            any = true;
-                        }
+                || Row::new(n, k),
+                |row, (i, out)| {
+                    let a_row = &a_sl[i * k..(i + 1) * k];
+                    row_times_codes(a_row, &xr, &mut row.ax);
+                    // gt accumulates Γ̃ + Δ/β on the candidate positions
+                    for &j in &row.ax.touched {
+                        row.gt.add(j, -row.ax.val[j as usize]);
                     }
-                    if any {
-                        for (o, &g) in out.iter_mut().zip(acc.iter()) {
+                    for (j, &v) in p.outer_view(i).unwrap().iter() {
+                        row.gt.add(j as u32, v);
+                    }
+                    for &(j, d) in d_row(i) {
+                        row.gt.add(j, d as f64 / beta);
+                    }
+                    if row.sum_by_shards(x, beta) {
+                        for (o, &g) in out.iter_mut().zip(&row.acc) {
                             *o += tau * g;
                         }
                     }
+                    row.clear();
                 },
             );
         project_columns(&mut a_new);
