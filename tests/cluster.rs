@@ -202,6 +202,43 @@ fn killing_a_replica_stops_the_cluster_and_a_restart_resumes_without_loss() {
 }
 
 #[test]
+fn killing_the_leader_stops_the_replicas_and_a_restart_resumes_without_loss() {
+    let files = batches(8, 120);
+    let (digest1, verdicts1) = single_node(&files);
+    let d = Dirs::new();
+    let hosts = hosts_file(d.tmp.path(), 3);
+    let leader = process(&d, &hosts, 0, MODEL);
+    let mut replicas = vec![process(&d, &hosts, 1, MODEL), process(&d, &hosts, 2, MODEL)];
+    feed(&d, &files[..1]);
+    for (name, body) in &files[1..5] {
+        d.drop_file(name, body.as_bytes());
+    }
+    wait_for(120, "a second file processed", || {
+        files_in(&d.processed()).len() >= 2
+    });
+    leader.kill9();
+    for r in &mut replicas {
+        assert_eq!(
+            wait_exit(&mut r.child, 60),
+            Some(3),
+            "a replica stops when the leader is lost"
+        );
+    }
+    for (name, body) in &files[5..] {
+        d.drop_file(name, body.as_bytes());
+    }
+    let procs: Vec<Daemon> = (0..3).map(|i| process(&d, &hosts, i, MODEL)).collect();
+    wait_for(180, "every file processed", || {
+        files
+            .iter()
+            .all(|(n, _)| files_in(&d.processed()).contains(n))
+    });
+    drop(procs);
+    assert_eq!(verdicts(&d), verdicts1, "no verdict lost or duplicated");
+    assert_eq!(digest(&d), digest1, "same model as one node");
+}
+
+#[test]
 fn a_process_that_cannot_reach_its_peer_names_the_address() {
     let d = Dirs::new();
     let hosts = hosts_file(d.tmp.path(), 2);
