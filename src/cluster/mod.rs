@@ -3,12 +3,15 @@
 //! Process 0 leads: it runs the daemon (inbox, store, commits) exactly as `novad run` does,
 //! except that every step is shared with the other workers of the cluster. Every worker holds
 //! a replica of the model; a step sends the batch to all of them, each codes its logical
-//! shards of the batch (shard s on worker s mod workers) and computes their parts of the OIADMM
-//! sum, all outputs are gathered by every worker, and every worker finishes the step the same
-//! way ([`novad_models::l1::replicate`]). The arithmetic is defined by the fixed logical shards,
-//! so the committed model and every verdict are bit-identical to a single-node run, whatever
-//! the number of processes. Â is shipped only when a replica must be (re)loaded: at the first
-//! step, and after a step the leader did not commit.
+//! shards of the batch (shard s on worker s mod workers), the codes are all-gathered, and
+//! every worker finishes the step the same way ([`novad_models::l1::replicate`]), the OIADMM
+//! update included (its sum over the batch is taken by logical shards in a fixed order). So
+//! the committed model and every verdict are bit-identical to a single-node run, whatever the
+//! number of processes. Â is shipped only when a replica must be (re)loaded: at the first
+//! step, and after a step the leader did not commit. Per step the network carries the batch's
+//! texts (to every replica) and the codes (all-gathered): O(batch), not O(m·k) — the parts
+//! of the OIADMM sum would be O(m·k) per shard, far more than the codes for batches of
+//! thousands of documents.
 //!
 //! Communication is timely-dataflow over TCP ([`net`]): one all-gather round per exchange,
 //! one timely epoch per round. When any process dies, its peers lose their connection and stop

@@ -47,17 +47,17 @@ impl CodingJob<'_> {
     pub fn run(&self, shards: &[usize]) -> Vec<ShardOutput> {
         let n = self.vectors.len();
         let cd = CodingDict::new(self.dict.view(), self.coding.step);
+        let docs: Vec<usize> = shards.iter().flat_map(|&s| shard_docs(n, s)).collect();
+        let mut codes = docs
+            .par_iter()
+            .map(|&j| code_document(&cd, &self.vectors[j], self.coding))
+            .collect::<Vec<Code>>()
+            .into_iter();
         shards
             .iter()
-            .map(|&s| {
-                let docs: Vec<usize> = shard_docs(n, s).collect();
-                ShardOutput {
-                    shard: s as u32,
-                    codes: docs
-                        .par_iter()
-                        .map(|&j| code_document(&cd, &self.vectors[j], self.coding))
-                        .collect(),
-                }
+            .map(|&s| ShardOutput {
+                shard: s as u32,
+                codes: codes.by_ref().take(shard_docs(n, s).count()).collect(),
             })
             .collect()
     }

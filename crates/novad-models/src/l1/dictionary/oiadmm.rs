@@ -60,20 +60,37 @@ impl Row {
     /// G_i = Σ_s Σ_{j ∈ s} w_ij x_·j into `acc`: documents of a shard in increasing position,
     /// shards in order. False when no document contributes (then `acc` is all zero).
     fn sum_by_shards(&mut self, x: &CsMat<f64>, beta: f64) -> bool {
-        for &j in &self.gt.touched {
-            let code = x.outer_view(j as usize).unwrap();
-            if code.nnz() == 0 {
-                continue;
+        let n = self.gt.val.len();
+        let gt = &self.gt;
+        let weight = |j: usize| -> Option<f64> {
+            if x.outer_view(j).unwrap().nnz() == 0 {
+                return None;
             }
-            let w = self.gt.val[j as usize].clamp(-1.0 / beta, 1.0 / beta);
-            if w != 0.0 {
-                self.cand.push(((j as usize % LOGICAL_SHARDS) as u32, j, w));
+            let w = gt.val[j].clamp(-1.0 / beta, 1.0 / beta);
+            (w != 0.0).then_some(w)
+        };
+        if gt.touched.len() * 8 > n {
+            // many candidates: visit the positions in shard order rather than sort them
+            for s in 0..LOGICAL_SHARDS {
+                for j in (s..n).step_by(LOGICAL_SHARDS) {
+                    if gt.is_marked(j) {
+                        if let Some(w) = weight(j) {
+                            self.cand.push((s as u32, j as u32, w));
+                        }
+                    }
+                }
             }
+        } else {
+            for &j in &gt.touched {
+                if let Some(w) = weight(j as usize) {
+                    self.cand.push(((j as usize % LOGICAL_SHARDS) as u32, j, w));
+                }
+            }
+            self.cand.sort_unstable_by_key(|c| (c.0, c.1));
         }
         if self.cand.is_empty() {
             return false;
         }
-        self.cand.sort_unstable_by_key(|c| (c.0, c.1));
         let mut start = 0;
         while start < self.cand.len() {
             let shard = self.cand[start].0;

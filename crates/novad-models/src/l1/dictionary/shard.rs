@@ -10,8 +10,9 @@
 //! The floating-point result is defined by the number of logical shards only — not by rayon's
 //! thread count, nor by how many processes code the shards.
 
-/// The fixed number of logical shards a batch is split into (see the module docs).
-pub const LOGICAL_SHARDS: usize = 16;
+/// The fixed number of logical shards a batch is split into (see the module docs): also the
+/// most workers that can share the coding of a batch.
+pub const LOGICAL_SHARDS: usize = 64;
 
 /// The logical shard of the document at position `j` of a batch.
 pub fn shard_of(j: usize) -> usize {
@@ -47,6 +48,11 @@ impl Acc {
             self.touched.push(j);
         }
         self.val[ju] += v;
+    }
+    /// True when slot `j` was touched since the last clear.
+    #[inline]
+    pub(super) fn is_marked(&self, j: usize) -> bool {
+        self.mark[j]
     }
     pub(super) fn clear(&mut self) {
         for &j in &self.touched {
