@@ -5,13 +5,14 @@
 //! a replica of the model; a step sends the batch to all of them, each codes its logical
 //! shards of the batch (shard s on worker s mod workers), the codes are all-gathered, and
 //! every worker finishes the step the same way ([`novad_models::l1::replicate`]), the OIADMM
-//! update included (its sum over the batch is taken by logical shards in a fixed order). So
-//! the committed model and every verdict are bit-identical to a single-node run, whatever the
-//! number of processes. Â is shipped only when a replica must be (re)loaded: at the first
+//! update included. A document's code depends only on the document and Â_t, and the rest of
+//! the step is a deterministic function of all codes (rows of the update are independent and
+//! each summed in a fixed order), so the committed model and every verdict are bit-identical
+//! to a single-node run, whatever the number of processes. Â is shipped only when a replica must be (re)loaded: at the first
 //! step, and after a step the leader did not commit. Per step the network carries the batch's
-//! texts (to every replica) and the codes (all-gathered): O(batch), not O(m·k) — the parts
-//! of the OIADMM sum would be O(m·k) per shard, far more than the codes for batches of
-//! thousands of documents.
+//! texts (to every replica) and the codes (all-gathered): O(batch). Sharing out the OIADMM
+//! sum instead would move O(m·k) per shard, far more than the codes for batches of thousands
+//! of documents (see [`novad_models::l1::replicate::ShardOutput`]).
 //!
 //! Communication is timely-dataflow over TCP ([`net`]): one all-gather round per exchange,
 //! one timely epoch per round. When any process dies, its peers lose their connection and stop

@@ -31,10 +31,10 @@ pub struct CodingJob<'a> {
 
 /// One logical shard's share of a step: the codes of its documents, in batch order.
 ///
-/// The parts of the OIADMM sum are not exchanged: every replica computes them from the codes,
-/// shard by shard ([`crate::l1::dictionary::oiadmm_step`]). A part is up to m × k (nearly dense
-/// once Â has spread: ~7 MB per shard for 1,000 20NG documents and k = 200, measured), the
-/// codes of a shard a few hundred bytes per document.
+/// The OIADMM sum over the batch is not shared out: every replica computes the whole update
+/// from the gathered codes ([`crate::l1::dictionary::oiadmm_step`]). Its per-shard parts would
+/// be up to m × k each (nearly dense once Â has spread: 14–115 MB per timestep for 16 shards,
+/// 1,000 20NG documents and k = 200, measured), against ~200 bytes of codes per document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardOutput {
     pub shard: u32,

@@ -3,7 +3,6 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sprs::CsMat;
 
-use super::shard::{Acc, LOGICAL_SHARDS};
 use super::{project_columns, Multiplier};
 use crate::linalg::{psi_max_codes, soft};
 use crate::model::OiadmmStats;
@@ -32,95 +31,37 @@ impl OiadmmParams {
     }
 }
 
-/// The buffers of pass 1 for one dictionary row.
-struct Row {
-    /// (ÂX̂)_{i,·} over the documents.
-    ax: Acc,
-    /// Γ̃ + Δ/β on the candidate documents.
-    gt: Acc,
-    /// (shard, document) of the candidates with a code and w ≠ 0, and their w.
-    cand: Vec<(u32, u32, f64)>,
-    /// One shard's part of G_i (over atoms).
-    part: Acc,
-    /// G_i, the parts added in shard order.
-    acc: Vec<f64>,
+/// Sparse accumulator over document positions: a dense buffer plus the list of touched slots,
+/// reset in O(touched).
+struct Acc {
+    val: Vec<f64>,
+    mark: Vec<bool>,
+    touched: Vec<u32>,
 }
 
-impl Row {
-    fn new(n: usize, k: usize) -> Row {
-        Row {
-            ax: Acc::new(n),
-            gt: Acc::new(n),
-            cand: Vec::new(),
-            part: Acc::new(k),
-            acc: vec![0.0; k],
+impl Acc {
+    fn new(n: usize) -> Self {
+        Acc {
+            val: vec![0.0; n],
+            mark: vec![false; n],
+            touched: Vec::new(),
         }
     }
-
-    /// G_i = Σ_s Σ_{j ∈ s} w_ij x_·j into `acc`: documents of a shard in increasing position,
-    /// shards in order. False when no document contributes (then `acc` is all zero).
-    fn sum_by_shards(&mut self, x: &CsMat<f64>, beta: f64) -> bool {
-        let n = self.gt.val.len();
-        let gt = &self.gt;
-        let weight = |j: usize| -> Option<f64> {
-            if x.outer_view(j).unwrap().nnz() == 0 {
-                return None;
-            }
-            let w = gt.val[j].clamp(-1.0 / beta, 1.0 / beta);
-            (w != 0.0).then_some(w)
-        };
-        if gt.touched.len() * 8 > n {
-            // many candidates: visit the positions in shard order rather than sort them
-            for s in 0..LOGICAL_SHARDS {
-                for j in (s..n).step_by(LOGICAL_SHARDS) {
-                    if gt.is_marked(j) {
-                        if let Some(w) = weight(j) {
-                            self.cand.push((s as u32, j as u32, w));
-                        }
-                    }
-                }
-            }
-        } else {
-            for &j in &gt.touched {
-                if let Some(w) = weight(j as usize) {
-                    self.cand.push(((j as usize % LOGICAL_SHARDS) as u32, j, w));
-                }
-            }
-            self.cand.sort_unstable_by_key(|c| (c.0, c.1));
+    #[inline]
+    fn add(&mut self, j: u32, v: f64) {
+        let ju = j as usize;
+        if !self.mark[ju] {
+            self.mark[ju] = true;
+            self.touched.push(j);
         }
-        if self.cand.is_empty() {
-            return false;
-        }
-        let mut start = 0;
-        while start < self.cand.len() {
-            let shard = self.cand[start].0;
-            let end = start
-                + self.cand[start..]
-                    .iter()
-                    .take_while(|c| c.0 == shard)
-                    .count();
-            for &(_, j, w) in &self.cand[start..end] {
-                let code = x.outer_view(j as usize).unwrap();
-                for (kk, &v) in code.iter() {
-                    self.part.add(kk as u32, w * v);
-                }
-            }
-            for &kk in &self.part.touched {
-                self.acc[kk as usize] += self.part.val[kk as usize];
-            }
-            self.part.clear();
-            start = end;
-        }
-        true
+        self.val[ju] += v;
     }
-
     fn clear(&mut self) {
-        self.ax.clear();
-        self.gt.clear();
-        if !self.cand.is_empty() {
-            self.cand.clear();
-            self.acc.iter_mut().for_each(|v| *v = 0.0);
+        for &j in &self.touched {
+            self.val[j as usize] = 0.0;
+            self.mark[j as usize] = false;
         }
+        self.touched.clear();
     }
 }
 
@@ -143,14 +84,9 @@ fn row_times_codes(row: &[f32], xr: &CsMat<f64>, acc: &mut Acc) {
 /// m × n (already resized to this batch), or `None` for Δ_t = 0 — then Δ_{t+1} is not
 /// computed; `x` is X̂_t, k × n CSC.
 ///
-/// The sum over the batch G_i = Σ_j w_ij x_·j is taken by logical shards (see
-/// [`super::LOGICAL_SHARDS`]): per row, each shard's part is summed over its documents in
-/// increasing position, and the parts are added in shard order. The result is therefore a
-/// function of the inputs only (not of the number of threads, nor of how documents were
-/// grouped to be coded). Cost: O(nnz(P) + nnz(Δ) + nnz(Â X̂) + m·k) — X̂ is used sparsely and
-/// only the entries of Γ̃ + Δ/β that can be non-zero are visited. Guarantees: Â_{t+1} ∈ 𝒜,
-/// all values finite; the result equals the dense transcription of Algorithm 2 up to
-/// rounding (tested) and bit for bit a dense evaluation in the shard order (tested).
+/// Cost: O(nnz(P) + nnz(Δ) + nnz(Â X̂) + m·k) — X̂ is used sparsely and only the entries of
+/// Γ̃ + Δ/β that can be non-zero are visited. Guarantees: Â_{t+1} ∈ 𝒜, all values finite;
+/// the result equals the dense transcription of Algorithm 2 (tested).
 pub fn oiadmm_step(
     p: &CsMat<f64>,
     a: &Array2<f32>,
@@ -185,11 +121,10 @@ pub fn oiadmm_step(
         }
     };
 
-    // Pass 1: Â' = Π(Â − τ G) with G = −W X̂ᵀ, W = Δ/β + Γ̃ − Γ = clip(Γ̃ + Δ/β, ±1/β),
+    // Pass 1: Â' = max(0, Â − τ G) with G = −W X̂ᵀ, W = Δ/β + Γ̃ − Γ = clip(Γ̃ + Δ/β, ±1/β),
     // Γ̃ = P − Â X̂. Only documents with a non-zero code contribute, and W_ij ≠ 0 needs
     // P_ij ≠ 0, Δ_ij ≠ 0 or (ÂX̂)_ij ≠ 0.
     let mut a_new = Array2::<f64>::zeros((m, k));
-    a_new.zip_mut_with(a, |o, &v| *o = v as f64);
     if tau > 0.0 && k > 0 {
         a_new
             .as_slice_mut()
@@ -197,29 +132,42 @@ pub fn oiadmm_step(
             .par_chunks_mut(k)
             .enumerate()
             .for_each_init(
-                || Row::new(n, k),
-                |row, (i, out)| {
+                || (Acc::new(n), Acc::new(n)),
+                |(ax, gt), (i, out)| {
                     let a_row = &a_sl[i * k..(i + 1) * k];
-                    row_times_codes(a_row, &xr, &mut row.ax);
+                    for (o, &v) in out.iter_mut().zip(a_row) {
+                        *o = v as f64;
+                    }
+                    row_times_codes(a_row, &xr, ax);
                     // gt accumulates Γ̃ + Δ/β on the candidate positions
-                    for &j in &row.ax.touched {
-                        row.gt.add(j, -row.ax.val[j as usize]);
+                    for &j in &ax.touched {
+                        gt.add(j, -ax.val[j as usize]);
                     }
                     for (j, &v) in p.outer_view(i).unwrap().iter() {
-                        row.gt.add(j as u32, v);
+                        gt.add(j as u32, v);
                     }
                     for &(j, d) in d_row(i) {
-                        row.gt.add(j, d as f64 / beta);
+                        gt.add(j, d as f64 / beta);
                     }
-                    if row.sum_by_shards(x, beta) {
-                        for (o, &g) in out.iter_mut().zip(&row.acc) {
-                            *o += tau * g;
+                    for &j in &gt.touched {
+                        let code = x.outer_view(j as usize).unwrap();
+                        if code.nnz() == 0 {
+                            continue;
+                        }
+                        let w = gt.val[j as usize].clamp(-1.0 / beta, 1.0 / beta);
+                        if w != 0.0 {
+                            for (kk, &v) in code.iter() {
+                                out[kk] += tau * w * v;
+                            }
                         }
                     }
-                    row.clear();
+                    ax.clear();
+                    gt.clear();
                 },
             );
         project_columns(&mut a_new);
+    } else {
+        a_new.zip_mut_with(a, |o, &v| *o = v as f64);
     }
     let a_out = a_new.mapv(|v| v as f32);
 
