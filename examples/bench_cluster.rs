@@ -10,7 +10,9 @@
 //! P processes stand for P machines of `cores` cores each (on a 2-core machine: 1 core each).
 //! Each run bootstraps on 2,000 posts (not measured), then drops the batches one at a time
 //! and times each from the rename into the inbox to its move to processed/. The figures per
-//! timestep come from the leader's log (`timestep committed`, `cluster step`).
+//! timestep come from the leader's log (`timestep committed`, `cluster step`), and each
+//! process's CPU seconds per timestep from /proc (on a shared machine the wall times suffer
+//! from other work; the leader's CPU seconds are what a dedicated 1-core machine would take).
 #[path = "../tests/common/daemon.rs"]
 #[allow(dead_code)]
 mod harness;
@@ -30,6 +32,20 @@ fn field(line: &str, key: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// CPU seconds (user + system, all threads) a process has used so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // the fields after the command name, which is in parentheses
+    let rest = stat.rsplit_once(')').map_or("", |r| r.1);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / ticks
+}
+
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
@@ -39,6 +55,9 @@ fn mean(v: &[f64]) -> f64 {
 struct Run {
     processes: usize,
     end_to_end: f64,
+    /// CPU seconds per timestep of the leader process and of each other process.
+    leader_cpu: f64,
+    replica_cpu: f64,
     step: f64,
     coding: f64,
     local_code: f64,
@@ -101,7 +120,10 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
     let mut children: Vec<Child> = (0..processes)
         .map(|i| spawn(&d, &hosts, i, cores, args))
         .collect();
-    let drop_and_wait = |name: &str, body: &str| -> f64 {
+    let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); processes];
+    let mut drop_and_wait = |name: &str, body: &str| -> f64 {
+        let before: Vec<f64> = pids.iter().map(|&p| cpu_seconds(p)).collect();
         let t = Instant::now();
         d.drop_file(name, body.as_bytes());
         let target = d.processed().join(name);
@@ -109,7 +131,11 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
             std::thread::sleep(Duration::from_millis(2));
             assert!(t.elapsed() < Duration::from_secs(900), "timeout on {name}");
         }
-        t.elapsed().as_secs_f64()
+        let wall = t.elapsed().as_secs_f64();
+        for (i, &p) in pids.iter().enumerate() {
+            cpu[i].push(cpu_seconds(p) - before[i]);
+        }
+        wall
     };
     drop_and_wait("0000.jsonl", &jsonl_batch(0, 2000, "2026-01-01", "boot"));
     let mut lat = Vec::new();
@@ -119,6 +145,8 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         let body = jsonl_batch(2000 + b * 1000, 1000, &day, &format!("b{b}"));
         lat.push(drop_and_wait(&name, &body));
     }
+    // the bootstrap batch is not measured
+    let cpu: Vec<Vec<f64>> = cpu.into_iter().map(|v| v[1..].to_vec()).collect();
     for c in &mut children {
         let _ = Command::new("kill")
             .args(["-TERM", &c.id().to_string()])
@@ -164,9 +192,12 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
             field(s, "codes_bytes") / 1024.0,
         );
     }
+    let others: Vec<f64> = cpu[1..].iter().map(|v| mean(v)).collect();
     Run {
         processes,
         end_to_end: mean(&lat),
+        leader_cpu: mean(&cpu[0]),
+        replica_cpu: mean(&others),
         step: m(&committed, "step_seconds"),
         coding: m(&committed, "coding_seconds"),
         local_code: m(&steps, "code_seconds"),
@@ -220,7 +251,24 @@ fn main() {
             r.codes_bytes / 1024.0,
         );
     }
+    println!("\nCPU seconds per timestep (all threads; a 1-core machine's time for it):");
+    for r in &runs {
+        println!(
+            "{} process(es): leader {:.3}s{}",
+            r.processes,
+            r.leader_cpu,
+            if r.processes > 1 {
+                format!(", each other process {:.3}s", r.replica_cpu)
+            } else {
+                String::new()
+            }
+        );
+    }
     let (r1, r2) = (&runs[0], &runs[1]);
+    println!(
+        "leader CPU per timestep, 1 process / 2 processes: {:.2}× (the throughput ratio on dedicated 1-core machines, network wait aside)",
+        r1.leader_cpu / r2.leader_cpu
+    );
     println!(
         "\nthroughput, 2 processes / 1 process: {:.2}× (end to end per timestep {:.3}s → {:.3}s)",
         r1.end_to_end / r2.end_to_end,
