@@ -243,7 +243,8 @@ impl Gather {
         self.input.send((self.round, self.index() as u32, mine));
         self.input.advance_to(self.round + 1);
         while self.probe.less_than(&(self.round + 1)) {
-            self.worker.step();
+            // parks until a message or progress arrives: an idle replica uses no CPU
+            self.worker.step_or_park(None);
         }
         let mut got = self
             .got
