@@ -122,11 +122,15 @@ fn single_node(files: &[(String, String)]) -> (String, Vec<Seen>) {
     (digest(&d), verdicts(&d))
 }
 
-/// Run `n` processes on the files; returns the leader's store digest and verdicts.
-fn cluster(n: usize, files: &[(String, String)]) -> (String, Vec<Seen>) {
+/// Run `n` processes of `workers` workers each on the files; returns the leader's store
+/// digest and verdicts.
+fn cluster(n: usize, workers: usize, files: &[(String, String)]) -> (String, Vec<Seen>) {
     let d = Dirs::new();
     let hosts = hosts_file(d.tmp.path(), n);
-    let mut procs: Vec<Daemon> = (0..n).map(|i| process(&d, &hosts, i, MODEL)).collect();
+    let w = workers.to_string();
+    let mut args = MODEL.to_vec();
+    args.extend(["--workers-per-process", &w]);
+    let mut procs: Vec<Daemon> = (0..n).map(|i| process(&d, &hosts, i, &args)).collect();
     feed(&d, files);
     let leader = procs.remove(0);
     assert_eq!(stop(leader), 0, "leader exits cleanly");
@@ -137,7 +141,11 @@ fn cluster(n: usize, files: &[(String, String)]) -> (String, Vec<Seen>) {
     let log = std::fs::read_to_string(d.log()).unwrap();
     assert!(log.contains("every peer connected"), "{log}");
     let loads = log.matches("model loaded").count();
-    assert_eq!(loads, n - 1, "each replica loaded the model once: {log}");
+    assert_eq!(
+        loads,
+        n * workers - 1,
+        "each replica loaded the model once: {log}"
+    );
     (digest(&d), verdicts(&d))
 }
 
@@ -147,10 +155,10 @@ fn one_two_and_three_processes_commit_exactly_what_one_node_commits() {
     let (digest1, verdicts1) = single_node(&files);
     assert_eq!(verdicts1.len(), 4 * 120);
     assert!(verdicts1.iter().any(|v| v.4), "some verdicts are novel");
-    for n in [1, 2, 3] {
-        let (dn, vn) = cluster(n, &files);
-        assert_eq!(vn, verdicts1, "{n} processes: verdict scores");
-        assert_eq!(dn, digest1, "{n} processes: digest");
+    for (n, workers) in [(1, 1), (2, 1), (3, 1), (2, 2)] {
+        let (dn, vn) = cluster(n, workers, &files);
+        assert_eq!(vn, verdicts1, "{n} processes × {workers}: verdict scores");
+        assert_eq!(dn, digest1, "{n} processes × {workers}: digest");
     }
 }
 
