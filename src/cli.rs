@@ -300,6 +300,45 @@ pub struct RunArgs {
     pub limits: LimitArgs,
     #[command(flatten)]
     pub http: HttpArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// Sharing the ℓ1 model's steps among several processes.
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
+    /// Run as one process of a cluster listed in HOSTFILE (one host:port per line, process 0
+    /// first). Process 0 leads: it watches the inbox and owns the store; the others only share
+    /// the coding of every batch (their --inbox and --store are not used). Results are
+    /// identical to a single-node run. The l1 model only.
+    #[arg(long, value_name = "HOSTFILE", requires = "process")]
+    pub cluster: Option<PathBuf>,
+    /// This process's line in the hosts file, from 0.
+    #[arg(long, value_name = "I", requires = "cluster")]
+    pub process: Option<usize>,
+    /// Worker threads of every process of the cluster (each holds a replica of the model).
+    #[arg(long, value_name = "W", default_value_t = 1)]
+    pub workers_per_process: usize,
+    /// Seconds to wait at start for every process of the cluster.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub connect_timeout_secs: u64,
+}
+
+impl ClusterArgs {
+    /// The cluster this process belongs to, if any.
+    pub fn config(
+        &self,
+    ) -> Result<Option<crate::cluster::ClusterConfig>, crate::cluster::ClusterError> {
+        match (&self.cluster, self.process) {
+            (Some(f), Some(i)) => Ok(Some(crate::cluster::ClusterConfig::new(
+                f,
+                i,
+                self.workers_per_process,
+                std::time::Duration::from_secs(self.connect_timeout_secs),
+            )?)),
+            _ => Ok(None),
+        }
+    }
 }
 
 /// How much of a batch file one timestep takes.

@@ -7,10 +7,12 @@
 //! - [`daemon`]: the inbox watcher and the local query socket ([`daemon::api`]).
 //! - [`store`]: the sled store: open, lock, migrate, commit, snapshots, stored topics.
 //! - [`query`]: verdicts, topics and status read from a store.
+//! - [`cluster`]: the ℓ1 model's steps shared by several processes (timely-dataflow).
 //! - [`cli`]: the command line (clap definitions and their resolution to library values).
 
 pub mod batch;
 pub mod cli;
+pub mod cluster;
 pub mod daemon;
 pub mod http;
 pub mod ingest;

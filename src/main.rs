@@ -149,7 +149,8 @@ fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(a) => {
             let params = a.params.resolve()?;
-            daemon::run(&RunConfig {
+            let cluster = a.cluster.config()?;
+            let cfg = RunConfig {
                 inbox: a.inbox,
                 store: a.store.store,
                 params,
@@ -157,7 +158,11 @@ fn dispatch(cli: Cli) -> Result<()> {
                 poll: std::time::Duration::from_millis(a.poll_ms),
                 limits: a.limits.limits(),
                 http: a.http.config(),
-            })?;
+            };
+            match cluster {
+                Some(c) => novad::cluster::run(&cfg, &c)?,
+                None => daemon::run(&cfg)?,
+            }
         }
         Command::Serve(a) => serve(&a)?,
         Command::Ingest(a) => {

@@ -69,6 +69,8 @@ pub enum DaemonError {
     Http(#[from] crate::http::HttpError),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
+    #[error("the store holds a {0} model, which runs on one node only; the cluster mode is for the l1 model")]
+    SingleNode(novad_models::ModelKind),
 }
 
 fn now_ms() -> i64 {
@@ -130,6 +132,22 @@ fn watch(
 /// (status 0). A second signal exits at once (status 130); the store is consistent either way
 /// (a timestep is one transaction).
 pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
+    run_with(cfg, None)
+}
+
+/// [`run`] as the leader of a cluster: every step is shared with `replicas` (see
+/// [`crate::cluster`]). Refuses a store whose model cannot share its steps (dnmf, ostc).
+pub fn run_replicated(
+    cfg: &RunConfig,
+    replicas: Box<dyn crate::ingest::Replicas>,
+) -> Result<(), DaemonError> {
+    run_with(cfg, Some(replicas))
+}
+
+fn run_with(
+    cfg: &RunConfig,
+    replicas: Option<Box<dyn crate::ingest::Replicas>>,
+) -> Result<(), DaemonError> {
     let inbox_err = |path: &Path, source| DaemonError::Inbox {
         path: path.display().to_string(),
         source,
@@ -161,6 +179,10 @@ pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
     let mut ing = crate::store::retry::open_waiting(&cfg.store, &term, || {
         Ingestor::open(&cfg.store, cfg.params.as_ref())
     })?;
+    if replicas.is_some() && !ing.engine.replicable() {
+        return Err(DaemonError::SingleNode(ing.engine.kind()));
+    }
+    ing.replicas = replicas;
     let sock =
         api::serve(&cfg.store, ing.store.db().clone()).map_err(|source| DaemonError::Api {
             path: api::socket_path(&cfg.store).display().to_string(),

@@ -101,6 +101,22 @@ pub enum Outcome {
 pub struct Ingestor {
     pub store: Store,
     pub engine: Engine,
+    /// When set, every step is shared with these replicas of the model (a cluster's leader).
+    pub replicas: Option<Box<dyn Replicas>>,
+}
+
+/// Replicas of the engine's model elsewhere that share its steps (see [`crate::cluster`]).
+pub trait Replicas {
+    /// Step `engine` on the batch as [`Engine::step_at_moving`] does (same result), sharing
+    /// the work with the replicas.
+    fn step(
+        &mut self,
+        engine: &mut Engine,
+        texts: &[&str],
+        times: &[i64],
+    ) -> Result<(Engine, StepOutput), EngineError>;
+    /// The engine the last step returned is now the committed state.
+    fn committed(&mut self);
 }
 
 /// Where the documents of a commit come from.
@@ -119,7 +135,11 @@ impl Ingestor {
     pub fn open(dir: &Path, params: Option<&ModelParams>) -> Result<Ingestor, StoreError> {
         let mut store = Store::open(dir)?;
         let engine = store.engine(params)?;
-        Ok(Ingestor { store, engine })
+        Ok(Ingestor {
+            store,
+            engine,
+            replicas: None,
+        })
     }
 
     /// Ingest a whole file: one timestep per [`Limits`]-sized range, until the length the file
@@ -216,7 +236,11 @@ impl Ingestor {
         }
         let t_step = Instant::now();
         // the memory is updated in place: `self.engine` is spent until replaced below
-        let (model, out) = match self.engine.step_at_moving(&texts, &times) {
+        let stepped = match &mut self.replicas {
+            Some(r) => r.step(&mut self.engine, &texts, &times),
+            None => self.engine.step_at_moving(&texts, &times),
+        };
+        let (model, out) = match stepped {
             Ok(r) => r,
             Err(e @ EngineError::NonFinite(_)) | Err(e @ EngineError::Inconsistent(_)) => {
                 return Ok(Outcome::Rejected(format!(
@@ -260,6 +284,9 @@ impl Ingestor {
         // the flush below fails, so the model in memory must follow it now: a retry of this
         // file then finds it committed, and the next batch steps from this timestep.
         self.engine = model;
+        if let Some(r) = &mut self.replicas {
+            r.committed();
+        }
         self.store.flush()?;
         let seconds_store = t_store.elapsed().as_secs_f64();
         Ok(Outcome::Committed {

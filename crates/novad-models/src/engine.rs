@@ -12,6 +12,7 @@ use std::time::Instant;
 use thiserror::Error;
 
 use crate::dnmf::{DnmfModel, DnmfParams};
+use crate::l1::replicate::{Local, Replication};
 use crate::l1::{Model, Params};
 use crate::memory::{
     DocRef, Hybrid, HybridDoc, HybridParams, HybridStep, MemoryError, PartsDelta, TermVector,
@@ -337,7 +338,7 @@ impl Engine {
         texts: &[&str],
         times: &[i64],
     ) -> Result<(Engine, StepOutput), EngineError> {
-        let (model, out, step) = self.step_model(texts, times)?;
+        let (model, out, step) = self.step_model(texts, times, &mut Local)?;
         Ok(Engine::finish(model, out, step, self.hybrid.clone()))
     }
 
@@ -353,7 +354,20 @@ impl Engine {
         texts: &[&str],
         times: &[i64],
     ) -> Result<(Engine, StepOutput), EngineError> {
-        let (model, out, step) = self.step_model(texts, times)?;
+        self.step_at_moving_replicated(texts, times, &mut Local)
+    }
+
+    /// [`Self::step_at_moving`] with the ℓ1 model's coding shared by `rep` (see
+    /// [`crate::l1::replicate`]); same result as the single-node step for the same shard
+    /// outputs. Only the ℓ1 model can share its step: the other kinds are refused unless `rep`
+    /// is [`Local`] (checked by [`Self::replicable`]).
+    pub fn step_at_moving_replicated(
+        &mut self,
+        texts: &[&str],
+        times: &[i64],
+        rep: &mut dyn Replication,
+    ) -> Result<(Engine, StepOutput), EngineError> {
+        let (model, out, step) = self.step_model(texts, times, rep)?;
         let hybrid = self.hybrid.take();
         self.spent = hybrid.is_some();
         Ok(Engine::finish(model, out, step, hybrid))
@@ -385,6 +399,12 @@ impl Engine {
         (engine, out)
     }
 
+    /// True when this engine's model can share its steps among processes (the ℓ1 model);
+    /// dnmf and ostc run on one node only.
+    pub fn replicable(&self) -> bool {
+        matches!(self.model, Inner::L1(_))
+    }
+
     /// True when [`Self::step_at_moving`] moved this engine's hybrid detector away.
     pub fn is_spent(&self) -> bool {
         self.spent
@@ -397,6 +417,7 @@ impl Engine {
         &self,
         texts: &[&str],
         times: &[i64],
+        rep: &mut dyn Replication,
     ) -> Result<(Inner, StepOutput, Option<(HybridStep, f64)>), EngineError> {
         if self.spent {
             return Err(EngineError::Inconsistent(
@@ -410,6 +431,12 @@ impl Engine {
                 texts.len()
             )));
         }
+        if !self.replicable() && !rep.is_local() {
+            return Err(EngineError::Inconsistent(format!(
+                "the {} model runs on one node only: it cannot share its steps among processes",
+                self.kind()
+            )));
+        }
         let mut judge = self.hybrid.as_deref().map(|h| HybridJudge {
             hybrid: h,
             timestep: self.timestep(),
@@ -420,7 +447,7 @@ impl Engine {
         let j: Option<&mut dyn Judge> = judge.as_mut().map(|j| j as &mut dyn Judge);
         let (model, out) = match &self.model {
             Inner::L1(m) => m
-                .step_judged(texts, j)
+                .step_replicated(texts, j, rep)
                 .map(|(m, o)| (Inner::L1(Box::new(m)), o))?,
             Inner::Dnmf(m) => m.step(texts).map(|(m, o)| (Inner::Dnmf(Box::new(m)), o))?,
             Inner::Ostc(m) => m

@@ -133,7 +133,7 @@ pub struct Scored<'a> {
 }
 
 /// Which documents of a scored batch are novel.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Judgement {
     /// One flag per document; never true for an ineligible document or a silent batch.
     pub novel: Vec<bool>,

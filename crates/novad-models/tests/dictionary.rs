@@ -370,3 +370,70 @@ fn oiadmm_matches_a_dense_transcription_of_algorithm_2() {
         }
     }
 }
+
+/// The OIADMM step is bit-identical whatever the number of rayon threads (rows are computed
+/// independently, each in a fixed order), Â and Δ alike; and the same from codes computed
+/// shard by shard in any order (as separate processes would) and put back in batch order.
+#[test]
+fn oiadmm_is_bit_identical_whatever_the_number_of_threads_or_who_coded() {
+    let mut r = rng(11);
+    let (m, k, n) = (200, 10, 97);
+    let a = random_dict(&mut r, m, k, 0.3);
+    let docs: Vec<_> = (0..n)
+        .map(|j| match j % 3 {
+            0 => random_doc(&mut r, m, 12),
+            _ => doc_from_atoms(&mut r, &a, &[j % k, (j * 7) % k], 0.1),
+        })
+        .collect();
+    let params = CodingParams::paper();
+    let codes = code_batch(&CodingDict::new(a.view(), params.step), &docs, &params);
+    assert!(codes.iter().filter(|c| !c.atoms.is_empty()).count() > n / 2);
+    let p = docs_to_csr(&docs, m);
+    let x = codes_to_csc(&codes, k);
+    let mut dense_delta = Array2::<f32>::zeros((m, n));
+    for _ in 0..300 {
+        dense_delta[[r.random_range(0..m), r.random_range(0..n)]] = r.random::<f32>() - 0.5;
+    }
+    let delta0 = Multiplier::from_dense(&dense_delta);
+    let op = OiadmmParams::paper();
+    let bits = |a: &Array2<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
+    let run_in = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut d = delta0.clone();
+            let (a2, st) = oiadmm_step(&p, &a, Some(&mut d), &x, &op);
+            (a2, d, st.tau)
+        })
+    };
+    let (a1, d1, tau) = run_in(1);
+    let (a2, d2, _) = run_in(2);
+    let (a3, _, _) = run_in(3);
+    assert_eq!(bits(&a1), bits(&a2));
+    assert_eq!(bits(&a1), bits(&a3));
+    assert_eq!(d1, d2);
+    assert_ne!(bits(&a1), bits(&a), "the step changed Â");
+    assert!(tau > 0.0);
+    // the codes again, shard by shard from the last shard to the first
+    use novad_models::l1::dictionary::{shard_docs, LOGICAL_SHARDS};
+    let cd = CodingDict::new(a.view(), params.step);
+    let mut by_shard = vec![None; n];
+    for s in (0..LOGICAL_SHARDS).rev() {
+        let pos: Vec<usize> = shard_docs(n, s).collect();
+        let shard: Vec<_> = pos.iter().map(|&j| docs[j].clone()).collect();
+        for (j, c) in pos.into_iter().zip(code_batch(&cd, &shard, &params)) {
+            by_shard[j] = Some(c);
+        }
+    }
+    let again: Vec<_> = by_shard.into_iter().map(Option::unwrap).collect();
+    assert_eq!(
+        again, codes,
+        "a document's code does not depend on its shard-mates"
+    );
+    let mut d4 = delta0.clone();
+    let (a4, _) = oiadmm_step(&p, &a, Some(&mut d4), &codes_to_csc(&again, k), &op);
+    assert_eq!(bits(&a1), bits(&a4));
+    assert_eq!(d1, d4);
+}

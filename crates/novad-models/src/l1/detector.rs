@@ -9,12 +9,12 @@ use ndarray::Array2;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::l1::coding::{code_batch, CodingDict};
 use crate::l1::dictclust::dictclust;
 use crate::l1::dictionary::{
     bootstrap, codes_to_csc, docs_to_csr, image, oiadmm_step, refresh_atoms, remap_rows, Multiplier,
 };
 use crate::l1::params::Params;
+use crate::l1::replicate::{CodingJob, Local, Replication, Tapped};
 use crate::model::{
     decode_part, judged, params_image, Code, EngineError, Judge, ParamsError, Scored, StepOutput,
     StepStats, Verdict,
@@ -260,6 +260,19 @@ impl Model {
         docs: &[D],
         judge: Option<&mut (dyn Judge + '_)>,
     ) -> Result<(Model, StepOutput), EngineError> {
+        self.step_replicated(docs, judge, &mut Local)
+    }
+
+    /// [`Self::step_judged`] with the coding (codes and the parts of the OIADMM sum, by
+    /// logical shard) done by `rep`, and the judge's decision told to it. With [`Local`] this
+    /// is the single-node step; replicas of one model that are given the same batch and the
+    /// same shard outputs (and the leader's judgement) compute the same new model, bit for bit.
+    pub fn step_replicated<D: AsRef<str> + Sync>(
+        &self,
+        docs: &[D],
+        judge: Option<&mut (dyn Judge + '_)>,
+        rep: &mut dyn Replication,
+    ) -> Result<(Model, StepOutput), EngineError> {
         let t0 = Instant::now();
         let p = &self.params;
         let tok = self.tokenizer();
@@ -295,8 +308,14 @@ impl Model {
             bootstrapped = true;
         }
         let codes = if bootstrapped {
-            let cd = CodingDict::new(dict.view(), p.coding.step);
-            code_batch(&cd, &vectors, &p.coding)
+            let job = CodingJob {
+                timestep: self.timestep,
+                vectors: &vectors,
+                dict: &dict,
+                coding: &p.coding,
+            };
+            let outs = rep.code(&job)?;
+            job.assemble(outs)?
         } else {
             vectors
                 .iter()
@@ -346,6 +365,8 @@ impl Model {
             silent,
             rule: &p.threshold,
         };
+        let mut tapped = judge.map(|inner| Tapped { inner, rep });
+        let judge = tapped.as_mut().map(|t| t as &mut dyn Judge);
         let (novel, thr) = judged(judge, &scored, || {
             if silent {
                 (vec![false; n], f64::INFINITY)

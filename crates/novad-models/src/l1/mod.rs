@@ -7,6 +7,7 @@
 //! - [`dictionary`]: the dictionary set 𝒜, projection onto it, OIADMM, bootstrap, refresh.
 //! - [`dictclust`]: emerging topics among a batch's novel documents.
 //! - [`params`]: the checked parameter set.
+//! - [`replicate`]: a step's coding by logical shards, shared among replicas of a model.
 //! - [`detector`]: one timestep end to end as a pure function of (model, batch).
 
 pub mod coding;
@@ -14,6 +15,7 @@ pub mod detector;
 pub mod dictclust;
 pub mod dictionary;
 pub mod params;
+pub mod replicate;
 
 pub use detector::{Model, ModelParts};
 pub use params::Params;

@@ -13,12 +13,14 @@ mod multiplier;
 mod oiadmm;
 mod project;
 mod refresh;
+mod shard;
 
 pub use bootstrap::{a_step, bootstrap, init_atoms, AtomInit, BootstrapParams};
 pub use multiplier::Multiplier;
 pub use oiadmm::{oiadmm_step, OiadmmParams};
 pub use project::{project_columns, project_nonneg_l1_ball};
 pub use refresh::{refresh_atoms, RefreshParams};
+pub use shard::{shard_docs, shard_of, LOGICAL_SHARDS};
 
 use ndarray::Array2;
 use sprs::{CsMat, TriMat};

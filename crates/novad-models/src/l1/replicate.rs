@@ -1,0 +1,163 @@
+//! A step's coding split by logical shards, so that several replicas of one model can share it.
+//!
+//! A step of the ℓ1 model ([`super::Model::step_replicated`]) hands its coding to a
+//! [`Replication`]: a [`CodingJob`] describes the batch and the dictionary; the replication
+//! returns, for every logical shard, the codes of its documents and (when the step updates Â)
+//! its part of the OIADMM sum ([`ShardOutput`]). [`Local`] computes every shard here; a cluster
+//! computes each shard on one replica and gathers them all. Everything else in the step is a
+//! deterministic function of the model, the batch and these outputs, so replicas that start
+//! from the same model and see the same batch and outputs end with the same model.
+
+use ndarray::Array2;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::l1::coding::{code_document, CodingDict, CodingParams};
+use crate::l1::dictionary::{shard_docs, LOGICAL_SHARDS};
+use crate::model::{Code, EngineError, Judge, Judgement, Scored};
+use crate::text::SparseDoc;
+
+/// What the coding of one step needs: the batch's vectors and the dictionary they are coded
+/// against.
+pub struct CodingJob<'a> {
+    /// The timestep of the model being stepped.
+    pub timestep: u64,
+    /// The batch's TF-IDF vectors, in batch order.
+    pub vectors: &'a [SparseDoc],
+    /// Â_t (m × k) as the step codes against it (after the vocabulary remap or the bootstrap).
+    pub dict: &'a Array2<f32>,
+    pub coding: &'a CodingParams,
+}
+
+/// One logical shard's share of a step: the codes of its documents, in batch order.
+///
+/// The OIADMM sum over the batch is not shared out: every replica computes the whole update
+/// from the gathered codes ([`crate::l1::dictionary::oiadmm_step`]). Its per-shard parts would
+/// be up to m × k each (nearly dense once Â has spread: 14–115 MB per timestep for 16 shards,
+/// 1,000 20NG documents and k = 200, measured), against ~200 bytes of codes per document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardOutput {
+    pub shard: u32,
+    pub codes: Vec<Code>,
+}
+
+impl CodingJob<'_> {
+    /// Code the documents of `shards` (in parallel on the rayon pool; each code is a function
+    /// of the job and its document only).
+    pub fn run(&self, shards: &[usize]) -> Vec<ShardOutput> {
+        let n = self.vectors.len();
+        let cd = CodingDict::new(self.dict.view(), self.coding.step);
+        let docs: Vec<usize> = shards.iter().flat_map(|&s| shard_docs(n, s)).collect();
+        let mut codes = docs
+            .par_iter()
+            .map(|&j| code_document(&cd, &self.vectors[j], self.coding))
+            .collect::<Vec<Code>>()
+            .into_iter();
+        shards
+            .iter()
+            .map(|&s| ShardOutput {
+                shard: s as u32,
+                codes: codes.by_ref().take(shard_docs(n, s).count()).collect(),
+            })
+            .collect()
+    }
+
+    /// Put the outputs of every shard together: the codes in batch order. Fails (naming the
+    /// shard) when a shard is missing or repeated, or an output does not fit the batch (wrong
+    /// count, atom out of range, non-finite value).
+    pub fn assemble(&self, outs: Vec<ShardOutput>) -> Result<Vec<Code>, EngineError> {
+        let n = self.vectors.len();
+        let (m, k) = self.dict.dim();
+        let bad = |s: usize, what: &str| {
+            EngineError::Inconsistent(format!("logical shard {s} of the batch: {what}"))
+        };
+        let mut slots: Vec<Option<ShardOutput>> = vec![None; LOGICAL_SHARDS];
+        for o in outs {
+            let s = o.shard as usize;
+            if s >= LOGICAL_SHARDS {
+                return Err(bad(s, "no such shard"));
+            }
+            if slots[s].is_some() {
+                return Err(bad(s, "given twice"));
+            }
+            slots[s] = Some(o);
+        }
+        let mut codes: Vec<Option<Code>> = vec![None; n];
+        for (s, slot) in slots.into_iter().enumerate() {
+            let o = slot.ok_or_else(|| bad(s, "missing"))?;
+            let docs: Vec<usize> = shard_docs(n, s).collect();
+            if o.codes.len() != docs.len() {
+                return Err(bad(s, "wrong number of codes"));
+            }
+            if !o.codes.iter().all(|c| code_fits(c, m, k)) {
+                return Err(bad(s, "a code does not fit the dictionary"));
+            }
+            for (j, c) in docs.into_iter().zip(o.codes) {
+                codes[j] = Some(c);
+            }
+        }
+        Ok(codes
+            .into_iter()
+            .map(|c| c.expect("every position set"))
+            .collect())
+    }
+}
+
+/// A code received from elsewhere fits an m × k dictionary: atoms increasing and `< k`, one
+/// finite positive weight each, finite score, residual terms `< m`.
+fn code_fits(c: &Code, m: usize, k: usize) -> bool {
+    c.atoms.len() == c.weights.len()
+        && c.atoms.windows(2).all(|w| w[0] < w[1])
+        && c.atoms.iter().all(|&a| (a as usize) < k)
+        && c.weights.iter().all(|w| w.is_finite() && *w > 0.0)
+        && c.score.is_finite()
+        && c.ceiling.is_finite()
+        && c.residual
+            .iter()
+            .all(|&(i, r)| (i as usize) < m && r.is_finite())
+}
+
+/// How a step's coding is shared among replicas of the model.
+pub trait Replication {
+    /// The outputs of every logical shard for `job` (in any order; the step checks and
+    /// assembles them). Called at most once per step, only once the model is bootstrapped.
+    fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError>;
+
+    /// Told the judge's decision when the step has a judge (called right after it, once per
+    /// step), so that a leader can pass it on to replicas that have no judge of their own.
+    fn judged(&mut self, _judgement: &Result<Judgement, EngineError>) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    /// True for [`Local`]: every shard is computed here (any model kind may then step).
+    fn is_local(&self) -> bool {
+        false
+    }
+}
+
+/// Every shard computed here: the single-node step.
+pub struct Local;
+
+impl Replication for Local {
+    fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
+        let all: Vec<usize> = (0..LOGICAL_SHARDS).collect();
+        Ok(job.run(&all))
+    }
+    fn is_local(&self) -> bool {
+        true
+    }
+}
+
+/// A judge whose decision is also told to a [`Replication`].
+pub(crate) struct Tapped<'a, 'b> {
+    pub(crate) inner: &'a mut (dyn Judge + 'b),
+    pub(crate) rep: &'a mut dyn Replication,
+}
+
+impl Judge for Tapped<'_, '_> {
+    fn judge(&mut self, batch: &Scored) -> Result<Judgement, EngineError> {
+        let r = self.inner.judge(batch);
+        self.rep.judged(&r)?;
+        r
+    }
+}

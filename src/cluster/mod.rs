@@ -1,0 +1,219 @@
+//! Scale-out of the ℓ1 model across processes (`novad run --cluster HOSTFILE --process I`).
+//!
+//! Process 0 leads: it runs the daemon (inbox, store, commits) exactly as `novad run` does,
+//! except that every step is shared with the other workers of the cluster. Every worker holds
+//! a replica of the model; a step sends the batch to all of them, each codes its logical
+//! shards of the batch (shard s on worker s mod workers), the codes are all-gathered, and
+//! every worker finishes the step the same way ([`novad_models::l1::replicate`]), the OIADMM
+//! update included. A document's code depends only on the document and Â_t, and the rest of
+//! the step is a deterministic function of all codes (rows of the update are independent and
+//! each summed in a fixed order), so the committed model and every verdict are bit-identical
+//! to a single-node run, whatever the number of processes. Â is shipped only when a replica must be (re)loaded: at the first
+//! step, and after a step the leader did not commit. Per step the network carries the batch's
+//! texts (to every replica) and the codes (all-gathered): O(batch). Sharing out the OIADMM
+//! sum instead would move O(m·k) per shard, far more than the codes for batches of thousands
+//! of documents (see [`novad_models::l1::replicate::ShardOutput`]).
+//!
+//! Communication is timely-dataflow over TCP ([`net`]): one all-gather round per exchange,
+//! one timely epoch per round. When any process dies, its peers lose their connection and stop
+//! (exit status 3); the leader's store holds the last committed timestep, from which a
+//! restarted cluster resumes. The hybrid detector's memory stays on the leader. dnmf and ostc
+//! run on one node only.
+
+mod net;
+mod protocol;
+mod sides;
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::daemon::{DaemonError, RunConfig};
+use novad_models::ModelKind;
+
+/// Exit status of a process that stops because a peer of its cluster is gone.
+pub const EXIT_PEER_LOST: i32 = 3;
+
+/// Default time a process waits for its peers at start.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where this process sits in a cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// The hosts file the addresses come from.
+    pub hostfile: PathBuf,
+    /// `host:port` of every process, by process index.
+    pub hosts: Vec<String>,
+    /// This process's index (0 leads).
+    pub process: usize,
+    /// Worker threads in each process (every process runs the same number).
+    pub workers: usize,
+    /// How long to wait for the peers at start.
+    pub connect_timeout: Duration,
+}
+
+#[derive(Debug, Error)]
+pub enum ClusterError {
+    #[error("hosts file {path}: {why}")]
+    Hosts { path: String, why: String },
+    #[error("cannot listen at {addr}: {source}")]
+    Listen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot reach process {process} of the cluster at {addr} (tried for {secs} s): {last}"
+    )]
+    Unreachable {
+        process: usize,
+        addr: String,
+        secs: u64,
+        last: String,
+    },
+    #[error("listening at {listen}, no word within {secs} s from {missing}")]
+    NotJoined {
+        listen: String,
+        secs: u64,
+        missing: String,
+    },
+    #[error("peer at {addr}: {why}")]
+    Handshake { addr: String, why: String },
+    #[error("the {0} model runs on one node only; the cluster mode is for the l1 model")]
+    SingleNode(ModelKind),
+    #[error("cluster protocol: {0}")]
+    Protocol(String),
+    #[error("the leader stopped the cluster: {0}")]
+    LeaderStopped(String),
+    #[error("timely: {0}")]
+    Timely(String),
+    #[error(transparent)]
+    Daemon(#[from] DaemonError),
+}
+
+/// Read a hosts file: one `host:port` per line, process 0 first; blank lines and lines
+/// starting with `#` are skipped.
+pub fn read_hosts(path: &Path) -> Result<Vec<String>, ClusterError> {
+    let err = |why: String| ClusterError::Hosts {
+        path: path.display().to_string(),
+        why,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    let mut hosts = Vec::new();
+    for (no, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line
+            .rsplit_once(':')
+            .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+        {
+            return Err(err(format!("line {}: {line:?} is not host:port", no + 1)));
+        }
+        hosts.push(line.to_string());
+    }
+    if hosts.is_empty() {
+        return Err(err("no address".into()));
+    }
+    Ok(hosts)
+}
+
+impl ClusterConfig {
+    /// The configuration of process `process` from `hostfile`.
+    pub fn new(
+        hostfile: &Path,
+        process: usize,
+        workers: usize,
+        connect_timeout: Duration,
+    ) -> Result<ClusterConfig, ClusterError> {
+        let hosts = read_hosts(hostfile)?;
+        if process >= hosts.len() {
+            return Err(ClusterError::Hosts {
+                path: hostfile.display().to_string(),
+                why: format!(
+                    "process {process} has no line ({} processes listed)",
+                    hosts.len()
+                ),
+            });
+        }
+        Ok(ClusterConfig {
+            hostfile: hostfile.to_path_buf(),
+            hosts,
+            process,
+            workers: workers.max(1),
+            connect_timeout,
+        })
+    }
+}
+
+/// A lost peer shows up as a panic of one of timely's communication threads: stop the whole
+/// process with a clear message (the store, if this is the leader, holds the last committed
+/// timestep; nothing is half-applied).
+fn stop_on_lost_peer() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("timely communication error") {
+            eprintln!(
+                "novad: lost the connection to a process of the cluster ({msg}); stopping. \
+                 Restart every process: the cluster resumes from the last committed timestep."
+            );
+            std::process::exit(EXIT_PEER_LOST);
+        }
+        default(info)
+    }));
+}
+
+/// Run this process of the cluster until the leader stops (signal) or a peer is lost.
+pub fn run(cfg: &RunConfig, cluster: &ClusterConfig) -> Result<(), ClusterError> {
+    if let Some(p) = &cfg.params {
+        if p.kind() != ModelKind::L1 && cluster.process == 0 {
+            return Err(ClusterError::SingleNode(p.kind()));
+        }
+    }
+    tracing::info!(
+        process = cluster.process,
+        processes = cluster.hosts.len(),
+        listen = %cluster.hosts[cluster.process],
+        hosts = %cluster.hostfile.display(),
+        "joining the cluster"
+    );
+    let sockets = net::connect(cluster)?;
+    tracing::info!(process = cluster.process, "every peer connected");
+    stop_on_lost_peer();
+    let (builders, guard) = net::allocators(sockets, cluster.process, cluster.workers)?;
+    let cfg = cfg.clone();
+    let local = cluster.workers;
+    let guards = timely::execute::execute_from(
+        builders,
+        Box::new(guard),
+        timely::WorkerConfig::default(),
+        move |worker| -> Result<(), ClusterError> {
+            let gather = net::Gather::new(worker, local);
+            if gather.index() == 0 {
+                let leader = Rc::new(RefCell::new(sides::Leader::new(gather)));
+                let r = crate::daemon::run_replicated(&cfg, Box::new(Rc::clone(&leader)));
+                // the replicas stop when the leader is dropped, told why
+                leader.borrow_mut().stop_reason = r.as_ref().err().map(|e| e.to_string());
+                drop(leader);
+                Ok(r?)
+            } else {
+                sides::replica(gather)
+            }
+        },
+    )
+    .map_err(ClusterError::Timely)?;
+    for r in guards.join() {
+        r.map_err(ClusterError::Timely)??;
+    }
+    Ok(())
+}

@@ -1,0 +1,264 @@
+//! The connections between the processes of a cluster and the one collective the step needs:
+//! an all-gather over timely-dataflow, one epoch per round.
+//!
+//! Connections are made here rather than by timely's own start-up (which retries forever and
+//! prints to stdout): process i connects to every process j < i and accepts every j > i, each
+//! with a deadline, and each connection starts with a handshake naming the sender and the
+//! cluster's shape, so a process that cannot reach a peer, or reaches the wrong one, fails with
+//! an error naming the address. The connected sockets are then handed to timely.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use timely::communication::allocator::zero_copy::initialize::{
+    initialize_networking_from_sockets, CommsGuard,
+};
+use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
+use timely::communication::Hooks;
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::operators::vec::Broadcast;
+use timely::dataflow::operators::{Input, Inspect, Probe};
+use timely::dataflow::{InputHandle, ProbeHandle};
+use timely::worker::Worker;
+
+use super::{ClusterConfig, ClusterError};
+
+/// First bytes of every connection between two processes of a cluster.
+const MAGIC: &[u8; 8] = b"novadcl1";
+
+/// What a process says about itself when it opens a connection: magic, its index, the number
+/// of processes and of workers per process (both sides must agree on the last two).
+fn hello(cfg: &ClusterConfig) -> Vec<u8> {
+    let mut b = MAGIC.to_vec();
+    for v in [cfg.process, cfg.hosts.len(), cfg.workers] {
+        b.extend((v as u64).to_be_bytes());
+    }
+    b
+}
+
+/// Read and check a peer's hello; returns its process index.
+fn read_hello(s: &mut TcpStream, cfg: &ClusterConfig) -> Result<usize, String> {
+    let mut b = [0u8; 32];
+    s.read_exact(&mut b)
+        .map_err(|e| format!("no handshake: {e}"))?;
+    if &b[..8] != MAGIC {
+        return Err("not a novad cluster process".into());
+    }
+    let field =
+        |i: usize| u64::from_be_bytes(b[8 + 8 * i..16 + 8 * i].try_into().unwrap()) as usize;
+    let (index, processes, workers) = (field(0), field(1), field(2));
+    if processes != cfg.hosts.len() || workers != cfg.workers {
+        return Err(format!(
+            "it runs {processes} processes × {workers} workers, this one {} × {}",
+            cfg.hosts.len(),
+            cfg.workers
+        ));
+    }
+    Ok(index)
+}
+
+/// Connect to every other process of the cluster, within `cfg.connect_timeout`.
+pub fn connect(cfg: &ClusterConfig) -> Result<Vec<Option<TcpStream>>, ClusterError> {
+    let me = cfg.process;
+    let deadline = Instant::now() + cfg.connect_timeout;
+    let listener = TcpListener::bind(&cfg.hosts[me]).map_err(|e| ClusterError::Listen {
+        addr: cfg.hosts[me].clone(),
+        source: e,
+    })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| ClusterError::Listen {
+            addr: cfg.hosts[me].clone(),
+            source: e,
+        })?;
+    let mut sockets: Vec<Option<TcpStream>> = (0..cfg.hosts.len()).map(|_| None).collect();
+    for (j, addr) in cfg.hosts.iter().enumerate().take(me) {
+        let s = loop {
+            let last = match TcpStream::connect(addr) {
+                Ok(s) => break s,
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() >= deadline {
+                return Err(ClusterError::Unreachable {
+                    process: j,
+                    addr: addr.clone(),
+                    secs: cfg.connect_timeout.as_secs(),
+                    last,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let mut s = s;
+        let io = |e: std::io::Error| ClusterError::Handshake {
+            addr: addr.clone(),
+            why: e.to_string(),
+        };
+        s.set_nodelay(true).map_err(io)?;
+        s.write_all(&hello(cfg)).map_err(io)?;
+        sockets[j] = Some(s);
+    }
+    while sockets
+        .iter()
+        .enumerate()
+        .any(|(j, s)| j > me && s.is_none())
+    {
+        match listener.accept() {
+            Ok((mut s, peer)) => {
+                let why = |w: String| ClusterError::Handshake {
+                    addr: peer.to_string(),
+                    why: w,
+                };
+                s.set_nonblocking(false).map_err(|e| why(e.to_string()))?;
+                s.set_read_timeout(Some(cfg.connect_timeout))
+                    .map_err(|e| why(e.to_string()))?;
+                let j = read_hello(&mut s, cfg).map_err(why)?;
+                if j <= me || j >= cfg.hosts.len() || sockets[j].is_some() {
+                    return Err(why(format!("unexpected process index {j}")));
+                }
+                s.set_read_timeout(None).map_err(|e| why(e.to_string()))?;
+                s.set_nodelay(true).map_err(|e| why(e.to_string()))?;
+                sockets[j] = Some(s);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    let missing: Vec<String> = sockets
+                        .iter()
+                        .enumerate()
+                        .filter(|&(j, s)| j > me && s.is_none())
+                        .map(|(j, _)| format!("process {j} at {}", cfg.hosts[j]))
+                        .collect();
+                    return Err(ClusterError::NotJoined {
+                        listen: cfg.hosts[me].clone(),
+                        secs: cfg.connect_timeout.as_secs(),
+                        missing: missing.join(", "),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                return Err(ClusterError::Listen {
+                    addr: cfg.hosts[me].clone(),
+                    source: e,
+                })
+            }
+        }
+    }
+    Ok(sockets)
+}
+
+/// Timely's allocators over the connected sockets (`workers` threads in this process).
+pub fn allocators(
+    sockets: Vec<Option<TcpStream>>,
+    process: usize,
+    workers: usize,
+) -> Result<(Vec<AllocatorBuilder>, CommsGuard), ClusterError> {
+    let hooks = Hooks::default();
+    let local = ProcessBuilder::new_typed_vector(workers, hooks.refill.clone(), None);
+    let (tcp, guard) = initialize_networking_from_sockets(local, sockets, process, workers, hooks)
+        .map_err(|e| ClusterError::Handshake {
+            addr: "the connected peers".into(),
+            why: e.to_string(),
+        })?;
+    Ok((tcp.into_iter().map(AllocatorBuilder::Tcp).collect(), guard))
+}
+
+/// One record of a round: (round, sending worker, payload).
+type Record = (u64, u32, Vec<u8>);
+
+/// Payloads received, by round: (sending worker, payload).
+type Received = Rc<RefCell<BTreeMap<u64, Vec<(u32, Vec<u8>)>>>>;
+
+/// An all-gather: in each round every worker contributes one payload and receives every
+/// worker's payload of that round. Round r is timely epoch r; it is complete when the probe
+/// passes r + 1, i.e. when every worker has sent its payload and all of them have arrived.
+pub struct Gather {
+    worker: Worker,
+    input: InputHandle<u64, CapacityContainerBuilder<Vec<Record>>>,
+    probe: ProbeHandle<u64>,
+    got: Received,
+    round: u64,
+    /// Workers in this process.
+    local: usize,
+    /// Payload bytes this worker sent to other processes' workers, over all rounds.
+    pub bytes_sent: u64,
+    /// Payload bytes this worker received from other processes' workers, over all rounds.
+    pub bytes_received: u64,
+}
+
+impl Gather {
+    /// Build the gather's dataflow on `worker` (every worker of the cluster must, in the same
+    /// order); `local` workers run in this process.
+    pub fn new(worker: &mut Worker, local: usize) -> Gather {
+        let mut input = InputHandle::new();
+        let probe = ProbeHandle::new();
+        let got: Received = Rc::default();
+        let sink = Rc::clone(&got);
+        worker.dataflow::<u64, _, _>(|scope| {
+            scope
+                .input_from(&mut input)
+                .broadcast()
+                .inspect(move |(round, from, bytes): &Record| {
+                    sink.borrow_mut()
+                        .entry(*round)
+                        .or_default()
+                        .push((*from, bytes.clone()));
+                })
+                .probe_with(&probe);
+        });
+        Gather {
+            worker: worker.clone(),
+            input,
+            probe,
+            got,
+            round: 0,
+            local,
+            bytes_sent: 0,
+            bytes_received: 0,
+        }
+    }
+
+    /// This worker's index among all workers of the cluster (0 leads).
+    pub fn index(&self) -> usize {
+        self.worker.index()
+    }
+
+    /// All workers of the cluster.
+    pub fn peers(&self) -> usize {
+        self.worker.peers()
+    }
+
+    /// Payload bytes sent and received over the network so far.
+    pub fn traffic(&self) -> u64 {
+        self.bytes_sent + self.bytes_received
+    }
+
+    /// Contribute `mine` to the next round and wait for it to complete: every worker's
+    /// payload, by worker index.
+    pub fn round(&mut self, mine: Vec<u8>) -> Vec<Vec<u8>> {
+        self.bytes_sent += (mine.len() * (self.peers() - self.local)) as u64;
+        self.input.send((self.round, self.index() as u32, mine));
+        self.input.advance_to(self.round + 1);
+        while self.probe.less_than(&(self.round + 1)) {
+            // parks until a message or progress arrives: an idle replica uses no CPU
+            self.worker.step_or_park(None);
+        }
+        let mut got = self
+            .got
+            .borrow_mut()
+            .remove(&self.round)
+            .unwrap_or_default();
+        self.round += 1;
+        got.sort_by_key(|g| g.0);
+        let me = self.index() / self.local;
+        self.bytes_received += got
+            .iter()
+            .filter(|g| g.0 as usize / self.local != me)
+            .map(|g| g.1.len() as u64)
+            .sum::<u64>();
+        got.into_iter().map(|g| g.1).collect()
+    }
+}

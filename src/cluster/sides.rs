@@ -1,0 +1,241 @@
+//! The leader's and the replicas' loops around the step (see [`super::protocol`]).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Instant;
+
+use novad_models::l1::replicate::{CodingJob, Replication, ShardOutput};
+use novad_models::l1::Model;
+use novad_models::model::{EngineError, Judge, Judgement};
+use novad_models::{Engine, StepOutput};
+
+use super::net::Gather;
+use super::protocol::{
+    decode, encode, gather_outputs, my_shards, Lead, RemoteJudge, ReplicaSide, Reply,
+};
+use super::ClusterError;
+use crate::ingest::Replicas;
+
+/// The leader: steps the daemon's engine with the replicas, keeps them on the committed model.
+pub struct Leader {
+    gather: Rc<RefCell<Gather>>,
+    /// The replicas hold the engine's committed model (false until the first load, and from
+    /// the start of every step until its commit).
+    in_sync: bool,
+    /// Why the cluster stops, told to the replicas when the leader is dropped.
+    pub stop_reason: Option<String>,
+}
+
+impl Leader {
+    pub fn new(gather: Gather) -> Leader {
+        Leader {
+            gather: Rc::new(RefCell::new(gather)),
+            in_sync: false,
+            stop_reason: None,
+        }
+    }
+
+    /// Payload bytes the leader sent to other processes so far.
+    pub fn bytes_sent(&self) -> u64 {
+        self.gather.borrow().bytes_sent
+    }
+
+    fn load(&mut self, engine: &Engine) -> Result<(), EngineError> {
+        let m = engine.as_l1().ok_or_else(|| {
+            EngineError::Inconsistent(format!(
+                "the {} model runs on one node only: it cannot share its steps among processes",
+                engine.kind()
+            ))
+        })?;
+        self.gather
+            .borrow_mut()
+            .round(encode(&Lead::Load(Box::new(m.clone()))));
+        self.in_sync = true;
+        Ok(())
+    }
+
+    fn try_step(
+        &mut self,
+        engine: &mut Engine,
+        texts: &[&str],
+        times: &[i64],
+    ) -> Result<(Engine, StepOutput), EngineError> {
+        if !self.in_sync {
+            self.load(engine)?;
+        }
+        self.in_sync = false;
+        let before = self.gather.borrow().traffic();
+        let t0 = Instant::now();
+        self.gather.borrow_mut().round(encode(&Lead::Step {
+            timestep: engine.timestep(),
+            docs: texts.iter().map(|t| t.to_string()).collect(),
+            judged: engine.hybrid().is_some(),
+        }));
+        let docs_seconds = t0.elapsed().as_secs_f64();
+        let docs_bytes = self.gather.borrow().traffic() - before;
+        let mut side = LeaderSide {
+            gather: Rc::clone(&self.gather),
+            figures: Figures::default(),
+        };
+        let r = engine.step_at_moving_replicated(texts, times, &mut side);
+        if r.is_err() {
+            self.gather.borrow_mut().round(encode(&Lead::Abort));
+        }
+        let f = side.figures;
+        tracing::info!(
+            timestep = engine.timestep(),
+            workers = self.gather.borrow().peers(),
+            docs_seconds = format!("{docs_seconds:.4}"),
+            docs_bytes,
+            code_seconds = format!("{:.4}", f.code_seconds),
+            exchange_seconds = format!("{:.4}", f.exchange_seconds),
+            outputs_bytes = f.outputs_bytes,
+            codes_bytes = f.codes_bytes,
+            judgement_bytes = f.judgement_bytes,
+            "cluster step"
+        );
+        r
+    }
+}
+
+/// The daemon's handle on the leader (the cluster keeps another, to stop the replicas with
+/// the daemon's outcome).
+impl Replicas for Rc<RefCell<Leader>> {
+    fn step(
+        &mut self,
+        engine: &mut Engine,
+        texts: &[&str],
+        times: &[i64],
+    ) -> Result<(Engine, StepOutput), EngineError> {
+        self.borrow_mut().step(engine, texts, times)
+    }
+    fn committed(&mut self) {
+        self.borrow_mut().committed()
+    }
+}
+
+impl Replicas for Leader {
+    /// A step that failed because of the cluster (a replica out of step) is taken again once,
+    /// after loading the committed model into every replica.
+    fn step(
+        &mut self,
+        engine: &mut Engine,
+        texts: &[&str],
+        times: &[i64],
+    ) -> Result<(Engine, StepOutput), EngineError> {
+        match self.try_step(engine, texts, times) {
+            Err(EngineError::Inconsistent(e)) if e.starts_with("cluster:") => {
+                tracing::warn!(error = %e, "step again after loading the model into every replica");
+                self.try_step(engine, texts, times)
+            }
+            r => r,
+        }
+    }
+
+    fn committed(&mut self) {
+        self.in_sync = true;
+    }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        let why = self.stop_reason.take();
+        self.gather.borrow_mut().round(encode(&Lead::Stop(why)));
+    }
+}
+
+/// Where a step's time and traffic went, as the leader sees it (logged with each step).
+#[derive(Default)]
+struct Figures {
+    /// Coding the leader's own shards and their parts of the OIADMM sum.
+    code_seconds: f64,
+    /// Waiting for the coding round to complete (the slowest worker, and the transfer).
+    exchange_seconds: f64,
+    /// Bytes of the coding round the leader sent and received over the network.
+    outputs_bytes: u64,
+    /// Encoded size of every worker's contribution to the coding round: the volume
+    /// all-gathered (each worker receives all but its own).
+    codes_bytes: u64,
+    /// Bytes of the judgement round sent over the network.
+    judgement_bytes: u64,
+}
+
+/// The leader's side of a step: codes its shards, passes its judge's decision on.
+struct LeaderSide {
+    gather: Rc<RefCell<Gather>>,
+    figures: Figures,
+}
+
+impl Replication for LeaderSide {
+    fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
+        let mut g = self.gather.borrow_mut();
+        let t0 = Instant::now();
+        let outs = job.run(&my_shards(g.index(), g.peers()));
+        self.figures.code_seconds = t0.elapsed().as_secs_f64();
+        let before = g.traffic();
+        let t1 = Instant::now();
+        let round = g.round(encode(&Lead::Shards(outs)));
+        self.figures.exchange_seconds = t1.elapsed().as_secs_f64();
+        self.figures.outputs_bytes = g.traffic() - before;
+        let (lead, replies) = decode(&round)?;
+        let all = gather_outputs(lead, replies, job.timestep)?;
+        self.figures.codes_bytes = round.iter().map(|b| b.len() as u64).sum();
+        Ok(all)
+    }
+
+    fn judged(&mut self, j: &Result<Judgement, EngineError>) -> Result<(), EngineError> {
+        let sent = match j {
+            Ok(v) => Ok(v.clone()),
+            Err(e) => Err(e.to_string()),
+        };
+        let mut g = self.gather.borrow_mut();
+        let before = g.traffic();
+        g.round(encode(&Lead::Judgement(sent)));
+        self.figures.judgement_bytes = g.traffic() - before;
+        Ok(())
+    }
+}
+
+/// A replica: follows the leader's commands until it stops. Its model is the committed one
+/// after every successful step of the leader.
+pub fn replica(gather: Gather) -> Result<(), ClusterError> {
+    let index = gather.index();
+    let gather = Rc::new(RefCell::new(gather));
+    let mut model: Option<Model> = None;
+    loop {
+        let round = gather.borrow_mut().round(encode(&Reply::Idle));
+        let lead = decode(&round)
+            .map_err(|e| ClusterError::Protocol(e.to_string()))?
+            .0;
+        match lead {
+            Lead::Load(m) => {
+                tracing::info!(worker = index, timestep = m.timestep(), "model loaded");
+                model = Some(*m);
+            }
+            Lead::Step {
+                timestep,
+                docs,
+                judged,
+            } => {
+                let Some(cur) = model.as_ref().filter(|m| m.timestep() == timestep) else {
+                    tracing::warn!(worker = index, timestep, "not at the leader's timestep");
+                    continue;
+                };
+                let mut side = ReplicaSide {
+                    gather: Rc::clone(&gather),
+                };
+                let mut remote = RemoteJudge {
+                    gather: Rc::clone(&gather),
+                };
+                let judge: Option<&mut dyn Judge> = if judged { Some(&mut remote) } else { None };
+                match cur.step_replicated(&docs, judge, &mut side) {
+                    Ok((m, _)) => model = Some(m),
+                    Err(e) => tracing::warn!(worker = index, timestep, error = %e, "step dropped"),
+                }
+            }
+            Lead::Stop(None) => return Ok(()),
+            Lead::Stop(Some(why)) => return Err(ClusterError::LeaderStopped(why)),
+            Lead::Shards(_) | Lead::Judgement(_) | Lead::Abort => {}
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! `novad run --cluster`: real processes on 127.0.0.1 sharing the ℓ1 model's steps. The
+//! committed model (`novad digest`) and every verdict equal a single-node `novad run` on the
+//! same files; a killed process stops the cluster and a restart resumes without loss or
+//! duplicate; an unreachable peer and a single-node model are refused clearly.
+#[path = "common/daemon.rs"]
+#[allow(dead_code)]
+mod harness;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use harness::*;
+
+/// Model flags of every run here: a small dictionary keeps the steps short; the defaults
+/// otherwise (hybrid detector on, so the leader's judgement is shared too).
+const MODEL: &[&str] = &["--k", "24", "--seed", "3"];
+
+/// A hosts file for `n` processes on free 127.0.0.1 ports.
+fn hosts_file(dir: &Path, n: usize) -> PathBuf {
+    let mut text = String::from("# novad cluster: one host:port per process, process 0 first\n");
+    for _ in 0..n {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        text.push_str(&format!("{}\n", l.local_addr().unwrap()));
+    }
+    let path = dir.join("hosts");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Process `i` of the cluster in `hosts`; process 0 runs the daemon on `d`, the others get
+/// their own (unused) inbox and store; `extra` flags follow. Logs go to `d`'s log.
+fn process(d: &Dirs, hosts: &Path, i: usize, extra: &[&str]) -> Daemon {
+    let (inbox, store) = if i == 0 {
+        (d.inbox(), d.store())
+    } else {
+        let r = d.tmp.path().join(format!("replica{i}"));
+        (r.join("inbox"), r.join("store"))
+    };
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(d.log())
+        .unwrap();
+    let child = Command::new(bin())
+        .args(["run", "--settle-ms", "200", "--poll-ms", "100", "--inbox"])
+        .arg(inbox)
+        .arg("--store")
+        .arg(store)
+        .arg("--cluster")
+        .arg(hosts)
+        .args(["--process", &i.to_string(), "--connect-timeout-secs", "60"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    Daemon { child }
+}
+
+/// The batch files of these tests: `files` files of `docs` 20NG posts each.
+fn batches(files: usize, docs: usize) -> Vec<(String, String)> {
+    (0..files)
+        .map(|f| {
+            let name = format!("b{f:02}.jsonl");
+            let day = format!("2026-06-{:02}", f + 1);
+            (name, jsonl_batch(f * docs, docs, &day, &format!("f{f}")))
+        })
+        .collect()
+}
+
+/// Drop the files one by one, each after the previous one is processed (one timestep each,
+/// in order), then wait for the last.
+fn feed(d: &Dirs, files: &[(String, String)]) {
+    for (name, body) in files {
+        d.drop_file(name, body.as_bytes());
+        wait_for(120, &format!("{name} processed"), || {
+            files_in(&d.processed()).contains(name)
+        });
+    }
+}
+
+/// One verdict as compared here: document id, timestep, the bits of its score and of the ℓ1
+/// model's own score (the hybrid detector fuses them), novelty, explaining terms.
+type Seen = (String, u64, u64, u64, bool, String);
+
+/// Every verdict of the store, sorted.
+fn verdicts(d: &Dirs) -> Vec<Seen> {
+    let out = novad_ok(&["verdicts", "--store", &s(d), "--format", "jsonl"]);
+    let mut v: Vec<Seen> = jsonl(&out)
+        .into_iter()
+        .map(|v| {
+            (
+                v["doc_id"].as_str().unwrap().to_string(),
+                v["timestep"].as_u64().unwrap(),
+                v["score"].as_f64().unwrap().to_bits(),
+                v["hybrid"]["model_score"]
+                    .as_f64()
+                    .unwrap_or(-1.0)
+                    .to_bits(),
+                v["novel"].as_bool().unwrap(),
+                v["terms"].to_string(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn digest(d: &Dirs) -> String {
+    novad_ok(&["digest", "--store", &s(d)]).trim().to_string()
+}
+
+/// The single-node reference: plain `novad run` on the same files.
+fn single_node(files: &[(String, String)]) -> (String, Vec<Seen>) {
+    let d = Dirs::new();
+    let daemon = Daemon::start(&d, MODEL);
+    feed(&d, files);
+    assert_eq!(stop(daemon), 0);
+    (digest(&d), verdicts(&d))
+}
+
+/// Run `n` processes of `workers` workers each on the files; returns the leader's store
+/// digest and verdicts.
+fn cluster(n: usize, workers: usize, files: &[(String, String)]) -> (String, Vec<Seen>) {
+    let d = Dirs::new();
+    let hosts = hosts_file(d.tmp.path(), n);
+    let w = workers.to_string();
+    let mut args = MODEL.to_vec();
+    args.extend(["--workers-per-process", &w]);
+    let mut procs: Vec<Daemon> = (0..n).map(|i| process(&d, &hosts, i, &args)).collect();
+    feed(&d, files);
+    let leader = procs.remove(0);
+    assert_eq!(stop(leader), 0, "leader exits cleanly");
+    for mut p in procs {
+        let st = wait_child(&mut p.child, Duration::from_secs(60));
+        assert_eq!(st, Some(0), "a replica exits cleanly when the leader stops");
+    }
+    let log = std::fs::read_to_string(d.log()).unwrap();
+    assert!(log.contains("every peer connected"), "{log}");
+    let loads = log.matches("model loaded").count();
+    assert_eq!(
+        loads,
+        n * workers - 1,
+        "each replica loaded the model once: {log}"
+    );
+    (digest(&d), verdicts(&d))
+}
+
+#[test]
+fn one_two_and_three_processes_commit_exactly_what_one_node_commits() {
+    let files = batches(4, 120);
+    let (digest1, verdicts1) = single_node(&files);
+    assert_eq!(verdicts1.len(), 4 * 120);
+    assert!(verdicts1.iter().any(|v| v.4), "some verdicts are novel");
+    for (n, workers) in [(1, 1), (2, 1), (3, 1), (2, 2)] {
+        let (dn, vn) = cluster(n, workers, &files);
+        assert_eq!(vn, verdicts1, "{n} processes × {workers}: verdict scores");
+        assert_eq!(dn, digest1, "{n} processes × {workers}: digest");
+    }
+}
+
+fn wait_exit(child: &mut Child, secs: u64) -> Option<i32> {
+    wait_child(child, Duration::from_secs(secs))
+}
+
+#[test]
+fn killing_a_replica_stops_the_cluster_and_a_restart_resumes_without_loss() {
+    let files = batches(10, 120);
+    let (digest1, verdicts1) = single_node(&files);
+    let d = Dirs::new();
+    let hosts = hosts_file(d.tmp.path(), 2);
+    let leader = process(&d, &hosts, 0, MODEL);
+    let replica = process(&d, &hosts, 1, MODEL);
+    feed(&d, &files[..2]);
+    // four more at once; the kill lands as soon as the first of them is in, while the others
+    // are being ingested
+    for (name, body) in &files[2..6] {
+        d.drop_file(name, body.as_bytes());
+    }
+    wait_for(120, "a third file processed", || {
+        files_in(&d.processed()).len() >= 3
+    });
+    replica.kill9();
+    for (name, body) in &files[6..] {
+        d.drop_file(name, body.as_bytes());
+    }
+    let mut leader = leader;
+    assert_eq!(
+        wait_exit(&mut leader.child, 60),
+        Some(3),
+        "the leader stops when a peer is lost"
+    );
+    let log = std::fs::read_to_string(d.log()).unwrap();
+    assert!(log.contains("lost the connection"), "{log}");
+    // restart both: the rest is ingested once, from the last committed timestep
+    let _leader = process(&d, &hosts, 0, MODEL);
+    let _replica = process(&d, &hosts, 1, MODEL);
+    wait_for(180, "every file processed", || {
+        files
+            .iter()
+            .all(|(n, _)| files_in(&d.processed()).contains(n))
+    });
+    drop(_leader);
+    drop(_replica);
+    assert_eq!(verdicts(&d), verdicts1, "no verdict lost or duplicated");
+    assert_eq!(digest(&d), digest1, "same model as one node");
+}
+
+#[test]
+fn killing_the_leader_stops_the_replicas_and_a_restart_resumes_without_loss() {
+    let files = batches(8, 120);
+    let (digest1, verdicts1) = single_node(&files);
+    let d = Dirs::new();
+    let hosts = hosts_file(d.tmp.path(), 3);
+    let leader = process(&d, &hosts, 0, MODEL);
+    let mut replicas = vec![process(&d, &hosts, 1, MODEL), process(&d, &hosts, 2, MODEL)];
+    feed(&d, &files[..1]);
+    for (name, body) in &files[1..5] {
+        d.drop_file(name, body.as_bytes());
+    }
+    wait_for(120, "a second file processed", || {
+        files_in(&d.processed()).len() >= 2
+    });
+    leader.kill9();
+    for r in &mut replicas {
+        assert_eq!(
+            wait_exit(&mut r.child, 60),
+            Some(3),
+            "a replica stops when the leader is lost"
+        );
+    }
+    for (name, body) in &files[5..] {
+        d.drop_file(name, body.as_bytes());
+    }
+    let procs: Vec<Daemon> = (0..3).map(|i| process(&d, &hosts, i, MODEL)).collect();
+    wait_for(180, "every file processed", || {
+        files
+            .iter()
+            .all(|(n, _)| files_in(&d.processed()).contains(n))
+    });
+    drop(procs);
+    assert_eq!(verdicts(&d), verdicts1, "no verdict lost or duplicated");
+    assert_eq!(digest(&d), digest1, "same model as one node");
+}
+
+#[test]
+fn a_process_that_cannot_reach_its_peer_names_the_address() {
+    let d = Dirs::new();
+    let hosts = hosts_file(d.tmp.path(), 2);
+    let text = std::fs::read_to_string(&hosts).unwrap();
+    let leader_addr = text.lines().nth(1).unwrap().to_string();
+    let out = Command::new(bin())
+        .args(["run", "--inbox"])
+        .arg(d.inbox())
+        .arg("--store")
+        .arg(d.store())
+        .arg("--cluster")
+        .arg(&hosts)
+        .args(["--process", "1", "--connect-timeout-secs", "2"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot reach process 0") && err.contains(&leader_addr),
+        "{err}"
+    );
+    // and the leader, waiting for a process that never comes, names it
+    let out = Command::new(bin())
+        .args(["run", "--inbox"])
+        .arg(d.inbox())
+        .arg("--store")
+        .arg(d.store())
+        .arg("--cluster")
+        .arg(&hosts)
+        .args(["--process", "0", "--connect-timeout-secs", "2"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let replica_addr = text.lines().nth(2).unwrap();
+    assert!(
+        err.contains("process 1") && err.contains(replica_addr),
+        "{err}"
+    );
+}
+
+#[test]
+fn dnmf_and_ostc_are_refused_in_cluster_mode() {
+    for kind in ["dnmf", "ostc"] {
+        let d = Dirs::new();
+        let hosts = hosts_file(d.tmp.path(), 2);
+        let out = Command::new(bin())
+            .args(["run", "--inbox"])
+            .arg(d.inbox())
+            .arg("--store")
+            .arg(d.store())
+            .arg("--cluster")
+            .arg(&hosts)
+            .args(["--process", "0", "--model", kind])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{kind} refused");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(kind) && err.contains("one node only"),
+            "{kind}: {err}"
+        );
+    }
+    // a store created with dnmf is refused too, once the cluster is up
+    let d = Dirs::new();
+    let first = d.tmp.path().join("first.jsonl");
+    std::fs::write(&first, jsonl_batch(0, 30, "2026-06-01", "d")).unwrap();
+    novad_ok(&[
+        "ingest",
+        "--store",
+        &s(&d),
+        "--model",
+        "dnmf",
+        first.to_str().unwrap(),
+    ]);
+    let hosts = hosts_file(d.tmp.path(), 2);
+    let mut leader = process(&d, &hosts, 0, &[]);
+    let mut replica = process(&d, &hosts, 1, &[]);
+    assert_ne!(wait_exit(&mut leader.child, 60), Some(0));
+    assert_ne!(wait_exit(&mut replica.child, 60), Some(0));
+    let log = std::fs::read_to_string(d.log()).unwrap();
+    assert!(log.contains("one node only"), "{log}");
+}
