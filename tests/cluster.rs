@@ -252,35 +252,28 @@ fn a_process_that_cannot_reach_its_peer_names_the_address() {
     let hosts = hosts_file(d.tmp.path(), 2);
     let text = std::fs::read_to_string(&hosts).unwrap();
     let leader_addr = text.lines().nth(1).unwrap().to_string();
-    let out = Command::new(bin())
-        .args(["run", "--inbox"])
-        .arg(d.inbox())
-        .arg("--store")
-        .arg(d.store())
-        .arg("--cluster")
-        .arg(&hosts)
-        .args(["--process", "1", "--connect-timeout-secs", "2"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    // process `i` alone: it fails, and its error output is returned
+    let alone = |i: &str| {
+        let out = Command::new(bin())
+            .args(["run", "--inbox"])
+            .arg(d.inbox())
+            .arg("--store")
+            .arg(d.store())
+            .arg("--cluster")
+            .arg(&hosts)
+            .args(["--process", i, "--connect-timeout-secs", "2"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "process {i} alone must fail");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = alone("1");
     assert!(
         err.contains("cannot reach process 0") && err.contains(&leader_addr),
         "{err}"
     );
     // and the leader, waiting for a process that never comes, names it
-    let out = Command::new(bin())
-        .args(["run", "--inbox"])
-        .arg(d.inbox())
-        .arg("--store")
-        .arg(d.store())
-        .arg("--cluster")
-        .arg(&hosts)
-        .args(["--process", "0", "--connect-timeout-secs", "2"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = alone("0");
     let replica_addr = text.lines().nth(2).unwrap();
     assert!(
         err.contains("process 1") && err.contains(replica_addr),
