@@ -2,52 +2,15 @@
 //! (`tests/fixtures/store-format4-l1` of the workspace, first brought to format 5): it moves the ℓ1 state into `parts`,
 //! keeps every other record, and a second run changes nothing.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+mod common;
 
-use novad_migrations::schema::{ALL_TREES, DICT, KEY_PARAMS, META, PARTS, VERDICTS};
-use novad_migrations::MIGRATIONS;
-
-type Dump = BTreeMap<String, Vec<(Vec<u8>, Vec<u8>)>>;
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), dst).unwrap();
-        }
-    }
-}
-
-fn dump(db: &sled::Db) -> Dump {
-    ALL_TREES
-        .iter()
-        .map(|t| {
-            let kv = db
-                .open_tree(t)
-                .unwrap()
-                .iter()
-                .map(|r| {
-                    let (k, v) = r.unwrap();
-                    (k.to_vec(), v.to_vec())
-                })
-                .collect();
-            (t.to_string(), kv)
-        })
-        .collect()
-}
+use common::{dump, format4_fixture, step_from, Dump};
+use novad_migrations::schema::{DICT, KEY_PARAMS, META, PARTS, VERDICTS};
 
 #[test]
 fn format_5_to_6_moves_the_l1_state_keeps_the_records_and_is_idempotent() {
-    let fixture =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/store-format4-l1/db");
     let tmp = tempfile::tempdir().unwrap();
-    copy_dir(&fixture, tmp.path());
-    let db = sled::open(tmp.path()).unwrap();
-    let step_from = |from: u32| MIGRATIONS.iter().find(|m| m.from == from).unwrap();
+    let db = format4_fixture(tmp.path());
     (step_from(4).apply)(&db).unwrap();
     let step = step_from(5);
     let before = dump(&db);

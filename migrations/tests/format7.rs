@@ -3,54 +3,17 @@
 //! timestep gets the summary of its verdicts, nothing else changes, and a second run changes
 //! nothing.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+mod common;
 
+use common::{dump, format4_fixture, step_from};
 use novad_migrations::schema::{
-    u64_key, StepSummary, TimestepRecord, VerdictRecord, ALL_TREES, SUMMARIES, TIMESTEPS, VERDICTS,
+    u64_key, StepSummary, TimestepRecord, VerdictRecord, SUMMARIES, TIMESTEPS, VERDICTS,
 };
-use novad_migrations::MIGRATIONS;
-
-type Dump = BTreeMap<String, Vec<(Vec<u8>, Vec<u8>)>>;
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), dst).unwrap();
-        }
-    }
-}
-
-fn dump(db: &sled::Db) -> Dump {
-    ALL_TREES
-        .iter()
-        .map(|t| {
-            let kv = db
-                .open_tree(t)
-                .unwrap()
-                .iter()
-                .map(|r| {
-                    let (k, v) = r.unwrap();
-                    (k.to_vec(), v.to_vec())
-                })
-                .collect();
-            (t.to_string(), kv)
-        })
-        .collect()
-}
 
 #[test]
 fn format_7_to_8_summarizes_every_timestep_from_its_verdicts_and_is_idempotent() {
-    let fixture =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/store-format4-l1/db");
     let tmp = tempfile::tempdir().unwrap();
-    copy_dir(&fixture, tmp.path());
-    let db = sled::open(tmp.path()).unwrap();
-    let step_from = |from: u32| MIGRATIONS.iter().find(|m| m.from == from).unwrap();
+    let db = format4_fixture(tmp.path());
     for from in 4..7 {
         (step_from(from).apply)(&db).unwrap();
     }
