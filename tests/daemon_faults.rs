@@ -210,17 +210,6 @@ fn make_store(d: &Dirs, files: usize) {
 /// The store the previous release wrote from `examples/batches` (format 4, ℓ1; timesteps of
 /// 40, 30 and 32 documents), copied into `d`, and the digest that release printed for it.
 fn previous_release_store(d: &Dirs) -> String {
-    fn copy_dir(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap().flatten() {
-            let dst = to.join(e.file_name());
-            if e.file_type().unwrap().is_dir() {
-                copy_dir(&e.path(), &dst);
-            } else {
-                std::fs::copy(e.path(), dst).unwrap();
-            }
-        }
-    }
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store-format4-l1");
     copy_dir(&fixture, &d.store());
     std::fs::read_to_string(fixture.with_extension("digest")).unwrap()

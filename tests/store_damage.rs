@@ -85,18 +85,6 @@ fn run_bounded(args: &[&str], limit: Duration) -> (i32, String, String) {
     (code.unwrap(), read("out"), read("err"))
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            copy_dir(&p, &to.join(e.file_name()));
-        } else if p.file_name().is_some_and(|n| n != "novad.sock") {
-            std::fs::copy(&p, to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 /// Damage `db/db` of a copy of the store.
 #[derive(Debug, Clone, Copy)]
 enum Damage {

@@ -425,3 +425,17 @@ pub fn stop(mut daemon: Daemon) -> i32 {
     daemon.signal("TERM");
     wait_child(&mut daemon.child, Duration::from_secs(60)).expect("exits")
 }
+
+/// Copy the directory tree `from` into `to` (created), leaving out a daemon's socket
+/// (`novad.sock`), which cannot be copied as a file.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            copy_dir(&p, &to.join(e.file_name()));
+        } else if p.file_name().is_some_and(|n| n != "novad.sock") {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
