@@ -211,15 +211,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn within_budget_passes_over_it_waits_in_proportion_or_is_refused() {
+    /// A runtime and a governor of `share` of a core with a 1 ms burst over this thread's
+    /// CPU clock.
+    fn governed(share: f64) -> (tokio::runtime::Runtime, Governor) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         let threads = Threads::default();
         threads.register();
-        let g = Governor::new(threads.clone(), 0.5, Duration::from_millis(1));
+        (rt, Governor::new(threads, share, Duration::from_millis(1)))
+    }
+
+    #[test]
+    fn within_budget_passes_over_it_waits_in_proportion_or_is_refused() {
+        let (rt, g) = governed(0.5);
         rt.block_on(async {
             // nothing used yet: passes at once
             let t = Instant::now();
@@ -242,13 +248,7 @@ mod tests {
 
     #[test]
     fn a_long_debt_is_forgiven_past_the_longest_wait() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let threads = Threads::default();
-        threads.register();
-        let g = Governor::new(threads.clone(), 0.05, Duration::from_millis(1));
+        let (rt, g) = governed(0.05);
         // 150 ms of CPU at a twentieth of a core would take 3 s to pay back
         burn(Duration::from_millis(150));
         let wait = rt.block_on(g.admit(Duration::from_millis(1))).unwrap_err();
