@@ -2,8 +2,8 @@
 //!
 //! A step of the ℓ1 model ([`super::Model::step_replicated`]) hands its coding to a
 //! [`Replication`]: a [`CodingJob`] describes the batch and the dictionary; the replication
-//! returns, for every logical shard, the codes of its documents and (when the step updates Â)
-//! its part of the OIADMM sum ([`ShardOutput`]). [`Local`] computes every shard here; a cluster
+//! returns, for every logical shard, the codes of its documents ([`ShardOutput`]). [`Local`]
+//! computes every shard here; a cluster
 //! computes each shard on one replica and gathers them all. Everything else in the step is a
 //! deterministic function of the model, the batch and these outputs, so replicas that start
 //! from the same model and see the same batch and outputs end with the same model.
