@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::l1::dictclust::dictclust;
 use crate::l1::dictionary::{
-    bootstrap, codes_to_csc, docs_to_csr, image, oiadmm_step, refresh_atoms, remap_rows, Multiplier,
+    all_finite, bootstrap, codes_to_csc, docs_to_csr, image, oiadmm_step_owned, refresh_atoms,
+    remap_rows, Multiplier,
 };
 use crate::l1::params::Params;
 use crate::l1::replicate::{CodingJob, Local, Replication, Tapped};
@@ -421,11 +422,11 @@ impl Model {
             let x = codes_to_csc(&codes, dict.ncols());
             if p.oiadmm.carry_delta {
                 let mut delta = self.delta.remap_resize(&change.remap, n);
-                let (a, st) = oiadmm_step(&pm, &dict, Some(&mut delta), &x, &p.oiadmm);
+                let (a, st) = oiadmm_step_owned(&pm, dict, Some(&mut delta), &x, &p.oiadmm);
                 stats.oiadmm = st;
                 (a, delta)
             } else {
-                let (a, st) = oiadmm_step(&pm, &dict, None, &x, &p.oiadmm);
+                let (a, st) = oiadmm_step_owned(&pm, dict, None, &x, &p.oiadmm);
                 stats.oiadmm = st;
                 (a, Multiplier::zeros(m, 0))
             }
@@ -504,7 +505,7 @@ impl Model {
         }
         stats.atoms = dict.ncols();
         stats.seconds_update = t2.elapsed().as_secs_f64();
-        if dict.iter().any(|v| !v.is_finite()) {
+        if !all_finite(&dict) {
             return Err(EngineError::NonFinite("dictionary"));
         }
         if !delta.is_valid() {

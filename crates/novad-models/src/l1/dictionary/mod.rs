@@ -17,12 +17,13 @@ mod shard;
 
 pub use bootstrap::{a_step, bootstrap, init_atoms, AtomInit, BootstrapParams};
 pub use multiplier::Multiplier;
-pub use oiadmm::{oiadmm_step, OiadmmParams};
-pub use project::{project_columns, project_nonneg_l1_ball};
+pub use oiadmm::{oiadmm_step, oiadmm_step_owned, OiadmmParams};
+pub use project::{project_columns, project_nonneg_l1_ball, project_sparse_rows, SparseRows};
 pub use refresh::{refresh_atoms, RefreshParams};
 pub use shard::{shard_docs, shard_of, LOGICAL_SHARDS};
 
 use ndarray::Array2;
+use rayon::prelude::*;
 use sprs::{CsMat, TriMat};
 
 use crate::model::Code;
@@ -46,14 +47,40 @@ pub fn in_dictionary_set(a: &Array2<f32>, tol: f64) -> bool {
 /// dropped, rows of new terms are zero. The result has `remap.new_len` rows.
 pub fn remap_rows(a: &Array2<f32>, remap: &Remap) -> Array2<f32> {
     let cols = a.ncols();
-    let mut out = Array2::<f32>::zeros((remap.new_len, cols));
-    let old = remap.old_len.min(a.nrows());
-    for r in 0..old {
+    let a = a.as_standard_layout();
+    let src = a.as_slice().expect("standard layout");
+    // the old row of every new row (u32::MAX: a new term, zero)
+    let mut from = vec![u32::MAX; remap.new_len];
+    for r in 0..remap.old_len.min(a.nrows()) {
         if let Some(nr) = remap.get(r) {
-            out.row_mut(nr).assign(&a.row(r));
+            from[nr] = r as u32;
         }
     }
+    let mut out = Array2::<f32>::zeros((remap.new_len, cols));
+    if cols > 0 {
+        // rows are copied in parallel: the pages of the new matrix are first touched (and
+        // zeroed by the kernel) on every core, not on one
+        out.as_slice_mut()
+            .expect("standard layout")
+            .par_chunks_mut(cols)
+            .zip(from.par_iter())
+            .filter(|(_, &r)| r != u32::MAX)
+            .for_each(|(row, &r)| {
+                let r = r as usize;
+                row.copy_from_slice(&src[r * cols..(r + 1) * cols]);
+            });
+    }
     out
+}
+
+/// True when every entry of `a` is finite (checked in parallel by blocks of rows).
+pub fn all_finite(a: &Array2<f32>) -> bool {
+    match a.as_slice() {
+        Some(s) => s
+            .par_chunks(1 << 16)
+            .all(|c| c.iter().all(|v| v.is_finite())),
+        None => a.iter().all(|v| v.is_finite()),
+    }
 }
 
 /// Resize Δ to `n` columns: keep the first min(n_prev, n) columns, zero-pad the rest (SPEC §4.3).

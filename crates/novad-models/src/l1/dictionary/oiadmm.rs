@@ -3,7 +3,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sprs::CsMat;
 
-use super::{project_columns, Multiplier};
+use super::project::{project_sparse_rows, SparseRows};
+use super::Multiplier;
 use crate::linalg::{psi_max_codes, soft};
 use crate::model::OiadmmStats;
 
@@ -30,6 +31,9 @@ impl OiadmmParams {
         }
     }
 }
+
+/// Live rows per block of pass 1.
+const ROW_BLOCK: usize = 256;
 
 /// Sparse accumulator over document positions: a dense buffer plus the list of touched slots,
 /// reset in O(touched).
@@ -78,6 +82,176 @@ fn row_times_codes(row: &[f32], xr: &CsMat<f64>, acc: &mut Acc) {
     }
 }
 
+/// The inputs of pass 1 of a step: P (m × n CSR), Â_t (row-major m × k), Δ_t, X̂ (CSC and CSR).
+struct Inputs<'a> {
+    p: &'a CsMat<f64>,
+    a: &'a [f32],
+    k: usize,
+    delta: Option<&'a Multiplier>,
+    x: &'a CsMat<f64>,
+    xr: &'a CsMat<f64>,
+}
+
+impl Inputs<'_> {
+    fn a_row(&self, i: usize) -> &[f32] {
+        &self.a[i * self.k..(i + 1) * self.k]
+    }
+    fn d_row(&self, i: usize) -> &[(u32, f32)] {
+        match self.delta {
+            Some(d) => d.row(i),
+            None => &[],
+        }
+    }
+
+    /// The rows a step can change, ascending: non-zero in Â_t, or with a term of the batch, or
+    /// with a multiplier. A row that is none of these is zero before and after the step (and
+    /// the projection: max(0, 0 − θ) = 0).
+    fn live_rows(&self) -> Vec<usize> {
+        (0..self.p.rows())
+            .into_par_iter()
+            .filter(|&i| {
+                self.a_row(i).iter().any(|&v| v != 0.0)
+                    || self.p.outer_view(i).is_some_and(|r| r.nnz() > 0)
+                    || !self.d_row(i).is_empty()
+            })
+            .collect()
+    }
+
+    /// Pass 1 of the step on the live rows: Â' = max(0, Â − τ G) with G = −W X̂ᵀ,
+    /// W = Δ/β + Γ̃ − Γ = clip(Γ̃ + Δ/β, ±1/β), Γ̃ = P − Â X̂. Only documents with a non-zero
+    /// code contribute, and W_ij ≠ 0 needs P_ij ≠ 0, Δ_ij ≠ 0 or (ÂX̂)_ij ≠ 0. Each row is
+    /// returned sparse: its positive entries (atom, value), by atom — the clip at 0 of the
+    /// projection, which is all it does to a column whose sum stays ≤ 1. Sums skip only exact
+    /// zeros, so the values are bit-identical to the dense transcription.
+    fn gradient_rows(&self, beta: f64, tau: f64, live: &[usize]) -> SparseRows {
+        let (k, n) = (self.k, self.p.cols());
+        // blocks of rows, each into one buffer (few allocations), joined in row order
+        // per block: the rows' entry counts and their entries
+        type Block = (Vec<usize>, Vec<(u32, f64)>);
+        let blocks: Vec<Block> = live
+            .par_chunks(ROW_BLOCK)
+            .map_init(
+                || (Acc::new(n), Acc::new(n), vec![0.0f64; k]),
+                |(ax, gt, out), block| {
+                    let (mut lens, mut ent) = (Vec::with_capacity(block.len()), Vec::new());
+                    for &i in block {
+                        let before = ent.len();
+                        self.gradient_row(i, beta, tau, (ax, gt, out), &mut ent);
+                        lens.push(ent.len() - before);
+                    }
+                    (lens, ent)
+                },
+            )
+            .collect();
+        let mut rows = SparseRows {
+            ptr: Vec::with_capacity(live.len() + 1),
+            entries: Vec::with_capacity(blocks.iter().map(|b| b.1.len()).sum()),
+        };
+        rows.ptr.push(0);
+        for (lens, ent) in blocks {
+            for l in lens {
+                rows.ptr.push(rows.ptr.last().unwrap() + l);
+            }
+            rows.entries.extend(ent);
+        }
+        rows
+    }
+
+    /// Row `i` of pass 1, its positive entries appended to `ent`.
+    fn gradient_row(
+        &self,
+        i: usize,
+        beta: f64,
+        tau: f64,
+        (ax, gt, out): (&mut Acc, &mut Acc, &mut [f64]),
+        ent: &mut Vec<(u32, f64)>,
+    ) {
+        let a_row = self.a_row(i);
+        for (o, &v) in out.iter_mut().zip(a_row) {
+            *o = v as f64;
+        }
+        row_times_codes(a_row, self.xr, ax);
+        // gt accumulates Γ̃ + Δ/β on the candidate positions
+        for &j in &ax.touched {
+            gt.add(j, -ax.val[j as usize]);
+        }
+        for (j, &v) in self.p.outer_view(i).unwrap().iter() {
+            gt.add(j as u32, v);
+        }
+        for &(j, d) in self.d_row(i) {
+            gt.add(j, d as f64 / beta);
+        }
+        for &j in &gt.touched {
+            let code = self.x.outer_view(j as usize).unwrap();
+            if code.nnz() == 0 {
+                continue;
+            }
+            let w = gt.val[j as usize].clamp(-1.0 / beta, 1.0 / beta);
+            if w != 0.0 {
+                for (kk, &v) in code.iter() {
+                    out[kk] += tau * w * v;
+                }
+            }
+        }
+        ax.clear();
+        gt.clear();
+        ent.extend(
+            out.iter()
+                .enumerate()
+                .filter(|(_, &v)| v > 0.0)
+                .map(|(j, &v)| (j as u32, v)),
+        );
+    }
+}
+
+/// Write the projected live rows into Â (row-major m × k; rows outside `live` are untouched)
+/// and return (‖Â_{t+1} − Â_t‖², ‖Â_t‖²) over those rows, the new values rounded to f32 first.
+/// Rows are written in parallel; the sums are added in row order (deterministic).
+fn write_rows(a: &mut Array2<f32>, live: &[usize], rows: &SparseRows) -> (f64, f64) {
+    let k = a.ncols();
+    let mut pos = vec![u32::MAX; a.nrows()];
+    for (c, &i) in live.iter().enumerate() {
+        pos[i] = c as u32;
+    }
+    let parts: Vec<(usize, f64, f64)> = a
+        .as_slice_mut()
+        .expect("standard layout")
+        .par_chunks_mut(k)
+        .enumerate()
+        .filter(|(i, _)| pos[*i] != u32::MAX)
+        .map(|(i, out)| {
+            let row = rows.row(pos[i] as usize);
+            let (mut diff, mut norm) = (0.0f64, 0.0f64);
+            let mut it = row.iter().peekable();
+            for (j, o) in out.iter_mut().enumerate() {
+                let nw = match it.peek() {
+                    Some(&&(c, v)) if c as usize == j => {
+                        it.next();
+                        v as f32
+                    }
+                    _ => 0.0,
+                };
+                diff += (nw as f64 - *o as f64).powi(2);
+                norm += (*o as f64).powi(2);
+                *o = nw;
+            }
+            (i, diff, norm)
+        })
+        .collect();
+    parts
+        .iter()
+        .fold((0.0, 0.0), |(d, n), &(_, di, ni)| (d + di, n + ni))
+}
+
+/// ‖Â‖² over the given rows, added in row order.
+fn live_norm(a: &Array2<f32>, live: &[usize]) -> f64 {
+    let parts: Vec<f64> = live
+        .par_iter()
+        .map(|&i| a.row(i).iter().map(|&v| (v as f64).powi(2)).sum::<f64>())
+        .collect();
+    parts.iter().sum()
+}
+
 /// One OIADMM step (Algorithm 2): returns Â_{t+1} and overwrites `delta` (Δ_t) with Δ_{t+1}.
 ///
 /// Shapes: `p` is the batch, m × n CSR (rows = terms); `a` is Â_t, m × k; `delta` is Δ_t,
@@ -94,6 +268,18 @@ pub fn oiadmm_step(
     x: &CsMat<f64>,
     params: &OiadmmParams,
 ) -> (Array2<f32>, OiadmmStats) {
+    oiadmm_step_owned(p, a.clone(), delta, x, params)
+}
+
+/// [`oiadmm_step`] on an owned Â_t, updated in place: without Δ no second m × k matrix is
+/// allocated, and only the live rows (see below) are read or written. Same result, bit for bit.
+pub fn oiadmm_step_owned(
+    p: &CsMat<f64>,
+    mut a: Array2<f32>,
+    delta: Option<&mut Multiplier>,
+    x: &CsMat<f64>,
+    params: &OiadmmParams,
+) -> (Array2<f32>, OiadmmStats) {
     let (m, k) = a.dim();
     let n = p.cols();
     assert_eq!(p.rows(), m, "P rows");
@@ -103,7 +289,9 @@ pub fn oiadmm_step(
     assert_eq!(x.rows(), k, "X rows");
     assert_eq!(x.cols(), n, "X cols");
     assert!(p.is_csr() && x.is_csc());
-    let beta = params.beta;
+    if !a.is_standard_layout() {
+        a = a.as_standard_layout().into_owned();
+    }
     let psi = psi_max_codes(x);
     let tau = if psi > 0.0 {
         params.tau_scale / (2.0 * psi)
@@ -111,82 +299,45 @@ pub fn oiadmm_step(
         0.0
     };
     let xr = x.to_csr();
-    let a_sl = a.as_slice().expect("standard layout");
-    let empty: Vec<(u32, f32)> = Vec::new();
-    let d_ref: Option<&Multiplier> = delta.as_deref();
-    let d_row = |i: usize| -> &[(u32, f32)] {
-        match d_ref {
-            Some(d) => d.row(i),
-            None => &empty,
+    // Δ_{t+1} needs Â_t and Â_{t+1} side by side
+    let a_old = delta.as_ref().map(|_| a.clone());
+    let (live, rows) = {
+        let inputs = Inputs {
+            p,
+            a: a.as_slice().expect("standard layout"),
+            k,
+            delta: delta.as_deref(),
+            x,
+            xr: &xr,
+        };
+        let live = inputs.live_rows();
+        let mut rows = if tau > 0.0 && k > 0 {
+            inputs.gradient_rows(params.beta, tau, &live)
+        } else {
+            SparseRows::default()
+        };
+        if !rows.is_empty() {
+            project_sparse_rows(&mut rows, k);
         }
+        (live, rows)
     };
-
-    // Pass 1: Â' = max(0, Â − τ G) with G = −W X̂ᵀ, W = Δ/β + Γ̃ − Γ = clip(Γ̃ + Δ/β, ±1/β),
-    // Γ̃ = P − Â X̂. Only documents with a non-zero code contribute, and W_ij ≠ 0 needs
-    // P_ij ≠ 0, Δ_ij ≠ 0 or (ÂX̂)_ij ≠ 0. A row of Â that is zero, with no term of the batch
-    // and no multiplier, stays zero through the step and the projection (max(0, 0 − θ) = 0),
-    // so only the other ("live") rows are computed; Â is typically < 1 % dense, so this is
-    // the difference between O(m·k) and O(live·k) work. Sums skip only exact zeros, so the
-    // result is bit-identical to the dense transcription.
-    let live: Vec<usize> = (0..m)
-        .into_par_iter()
-        .filter(|&i| {
-            a_sl[i * k..(i + 1) * k].iter().any(|&v| v != 0.0)
-                || p.outer_view(i).is_some_and(|r| r.nnz() > 0)
-                || !d_row(i).is_empty()
-        })
-        .collect();
-    let mut a_live = Array2::<f64>::zeros((live.len(), k));
-    if tau > 0.0 && k > 0 {
-        a_live
-            .as_slice_mut()
-            .unwrap()
-            .par_chunks_mut(k)
-            .zip(live.par_iter())
-            .for_each_init(
-                || (Acc::new(n), Acc::new(n)),
-                |(ax, gt), (out, &i)| {
-                    let a_row = &a_sl[i * k..(i + 1) * k];
-                    for (o, &v) in out.iter_mut().zip(a_row) {
-                        *o = v as f64;
-                    }
-                    row_times_codes(a_row, &xr, ax);
-                    // gt accumulates Γ̃ + Δ/β on the candidate positions
-                    for &j in &ax.touched {
-                        gt.add(j, -ax.val[j as usize]);
-                    }
-                    for (j, &v) in p.outer_view(i).unwrap().iter() {
-                        gt.add(j as u32, v);
-                    }
-                    for &(j, d) in d_row(i) {
-                        gt.add(j, d as f64 / beta);
-                    }
-                    for &j in &gt.touched {
-                        let code = x.outer_view(j as usize).unwrap();
-                        if code.nnz() == 0 {
-                            continue;
-                        }
-                        let w = gt.val[j as usize].clamp(-1.0 / beta, 1.0 / beta);
-                        if w != 0.0 {
-                            for (kk, &v) in code.iter() {
-                                out[kk] += tau * w * v;
-                            }
-                        }
-                    }
-                    ax.clear();
-                    gt.clear();
-                },
-            );
-        project_columns(&mut a_live);
+    // Write the live rows back (every other row is 0 before and after) and measure the change.
+    let (diff, norm) = if rows.is_empty() {
+        (0.0, live_norm(&a, &live))
     } else {
-        for (mut out, &i) in a_live.rows_mut().into_iter().zip(&live) {
-            out.zip_mut_with(&a.row(i), |o, &v| *o = v as f64);
-        }
-    }
-    let mut a_out = Array2::<f32>::zeros((m, k));
-    for (row, &i) in a_live.rows().into_iter().zip(&live) {
-        a_out.row_mut(i).zip_mut_with(&row, |o, &v| *o = v as f32);
-    }
+        write_rows(&mut a, &live, &rows)
+    };
+    let relative_change = if norm > 0.0 {
+        (diff / norm).sqrt()
+    } else {
+        0.0
+    };
+    let a_out = a;
+    let beta = params.beta;
+    let a_sl: &[f32] = match &a_old {
+        Some(old) => old.as_slice().expect("standard layout"),
+        None => &[],
+    };
 
     // Pass 2: Δ_{t+1} = Δ_t + β (P − Â_{t+1} X̂ − Γ), Γ = soft(P − Â_t X̂ + Δ_t/β, 1/β).
     // Where P_ij = 0 and (ÂX̂)_ij = 0 before and after, this is Δ_ij ← clip(Δ_ij, −1, 1), so
@@ -234,20 +385,6 @@ pub fn oiadmm_step(
         );
         delta_nnz = d.nnz();
     }
-    // over the live rows only: every other entry is 0 before and after
-    let mut diff = 0.0f64;
-    let mut norm = 0.0f64;
-    for &i in &live {
-        for (&o, &nw) in a.row(i).iter().zip(a_out.row(i).iter()) {
-            diff += (nw as f64 - o as f64).powi(2);
-            norm += (o as f64).powi(2);
-        }
-    }
-    let relative_change = if norm > 0.0 {
-        (diff / norm).sqrt()
-    } else {
-        0.0
-    };
     (
         a_out,
         OiadmmStats {

@@ -77,3 +77,87 @@ pub fn project_columns(a: &mut Array2<f64>) {
         }
     }
 }
+
+/// Rows of a matrix given by their non-zero entries: row r is
+/// `entries[ptr[r]..ptr[r + 1]]`, (column, value) pairs by column.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SparseRows {
+    pub ptr: Vec<usize>,
+    pub entries: Vec<(u32, f64)>,
+}
+
+impl SparseRows {
+    /// Rows from one list of entries per row.
+    pub fn from_rows(rows: impl IntoIterator<Item = Vec<(u32, f64)>>) -> Self {
+        let mut out = SparseRows {
+            ptr: vec![0],
+            entries: Vec::new(),
+        };
+        for r in rows {
+            out.entries.extend(r);
+            out.ptr.push(out.entries.len());
+        }
+        out
+    }
+    pub fn len(&self) -> usize {
+        self.ptr.len().saturating_sub(1)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn row(&self, r: usize) -> &[(u32, f64)] {
+        &self.entries[self.ptr[r]..self.ptr[r + 1]]
+    }
+}
+
+/// [`project_columns`] for a matrix given by its rows' positive entries (every other entry
+/// is ≤ 0 or NaN, which the projection sets to 0): the result, with the zeros it makes
+/// dropped, is bit-identical to projecting the dense matrix, in O(non-zeros) — column sums and
+/// the values a threshold is taken over are visited in the same (row) order.
+pub fn project_sparse_rows(rows: &mut SparseRows, k: usize) {
+    let mut sums = vec![0.0f64; k];
+    for &(j, v) in &rows.entries {
+        sums[j as usize] += v;
+    }
+    let mut slot = vec![usize::MAX; k];
+    let mut vals: Vec<Vec<f64>> = Vec::new();
+    for (j, &s) in sums.iter().enumerate() {
+        if s > 1.0 {
+            slot[j] = vals.len();
+            vals.push(Vec::new());
+        }
+    }
+    if vals.is_empty() {
+        return;
+    }
+    for &(j, v) in &rows.entries {
+        if let Some(c) = vals.get_mut(slot[j as usize]) {
+            c.push(v);
+        }
+    }
+    let mut theta = vec![0.0f64; k];
+    for (j, &c) in slot.iter().enumerate() {
+        if c != usize::MAX {
+            theta[j] = simplex_threshold(std::mem::take(&mut vals[c]));
+        }
+    }
+    // apply the thresholds and drop the zeros they make, compacting in place
+    let mut w = 0;
+    let mut start = 0;
+    for r in 0..rows.len() {
+        let end = rows.ptr[r + 1];
+        for e in start..end {
+            let (j, mut v) = rows.entries[e];
+            if slot[j as usize] != usize::MAX {
+                v = (v - theta[j as usize]).max(0.0);
+            }
+            if v != 0.0 {
+                rows.entries[w] = (j, v);
+                w += 1;
+            }
+        }
+        start = end;
+        rows.ptr[r + 1] = w;
+    }
+    rows.entries.truncate(w);
+}
