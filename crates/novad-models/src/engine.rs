@@ -9,6 +9,8 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use rayon::prelude::*;
+
 use thiserror::Error;
 
 use crate::dnmf::{DnmfModel, DnmfParams};
@@ -220,7 +222,7 @@ impl Judge for HybridJudge<'_> {
         let t0 = Instant::now();
         let vectors: Vec<TermVector> = b
             .vectors
-            .iter()
+            .par_iter()
             .map(|v| TermVector::from_sparse(v, |id| b.vocab.term(id)))
             .collect();
         if vectors.len() != b.scores.len() || self.times.len() != b.scores.len() {

@@ -6,6 +6,7 @@
 //! O(batch), independent of how much is stored); [`DocMemory::apply`] carries it out. A caller
 //! can persist the plan's parts first and apply it only once they are committed.
 
+use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use super::{DocRef, Eviction, MemoryError, MemoryParams, TermVector};
@@ -198,13 +199,23 @@ impl DocMemory {
         }
         keys.sort_unstable();
         keys.dedup();
-        for k in keys {
-            if let Some(p) = self.postings.get_mut(&k) {
-                p.remove_slots(&gone);
-                if p.entries.is_empty() {
-                    self.postings.remove(&k);
-                }
-            }
+        // the lists are filtered in parallel (each on its own: the same lists as one by one)
+        let mut lists: Vec<(u64, &mut Postings)> = self
+            .postings
+            .iter_mut()
+            .filter(|(k, _)| keys.binary_search(k).is_ok())
+            .map(|(&k, p)| (k, p))
+            .collect();
+        lists
+            .par_iter_mut()
+            .for_each(|(_, p)| p.remove_slots(&gone));
+        let emptied: Vec<u64> = lists
+            .iter()
+            .filter(|(_, p)| p.entries.is_empty())
+            .map(|&(k, _)| k)
+            .collect();
+        for k in emptied {
+            self.postings.remove(&k);
         }
         self.slots.resize(plan.slots_len, None);
         for (s, d) in plan.slots {

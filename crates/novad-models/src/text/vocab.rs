@@ -1,6 +1,9 @@
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use rayon::prelude::*;
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
 
 /// Marker for "this row was evicted" in [`Remap::map`].
 pub const EVICTED: u32 = u32::MAX;
@@ -18,18 +21,40 @@ pub const EVICTED: u32 = u32::MAX;
 /// distinct terms than the bound); their occurrences are then dropped from that batch. Remaining
 /// ids are compacted in their old order, and the caller gets a [`Remap`] to apply to every matrix
 /// indexed by term.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(from = "VocabRepr", into = "VocabRepr")]
+///
+/// Terms are shared strings: cloning a vocabulary (once per step) copies pointers, not text.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(from = "VocabRepr")]
 pub struct Vocabulary {
-    terms: Vec<String>,
+    terms: Vec<Arc<str>>,
     df: Vec<u64>,
     last_seen: Vec<u64>,
     docs_seen: u64,
     max_terms: usize,
-    index: HashMap<String, u32>,
+    index: HashMap<Arc<str>, u32>,
 }
 
-#[derive(Serialize, Deserialize)]
+/// The stored form: the fields of [`VocabRepr`], written from the vocabulary's own fields
+/// (no copy of the terms).
+impl Serialize for Vocabulary {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        struct Terms<'a>(&'a [Arc<str>]);
+        impl Serialize for Terms<'_> {
+            fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+                ser.collect_seq(self.0.iter().map(|t| &**t))
+            }
+        }
+        let mut st = ser.serialize_struct("VocabRepr", 5)?;
+        st.serialize_field("terms", &Terms(&self.terms))?;
+        st.serialize_field("df", &self.df)?;
+        st.serialize_field("last_seen", &self.last_seen)?;
+        st.serialize_field("docs_seen", &self.docs_seen)?;
+        st.serialize_field("max_terms", &self.max_terms)?;
+        st.end()
+    }
+}
+
+#[derive(Deserialize)]
 struct VocabRepr {
     terms: Vec<String>,
     df: Vec<u64>,
@@ -40,31 +65,19 @@ struct VocabRepr {
 
 impl From<VocabRepr> for Vocabulary {
     fn from(r: VocabRepr) -> Self {
-        let index = r
-            .terms
+        let terms: Vec<Arc<str>> = r.terms.into_iter().map(Arc::from).collect();
+        let index = terms
             .iter()
             .enumerate()
             .map(|(i, t)| (t.clone(), i as u32))
             .collect();
         Vocabulary {
-            terms: r.terms,
+            terms,
             df: r.df,
             last_seen: r.last_seen,
             docs_seen: r.docs_seen,
             max_terms: r.max_terms,
             index,
-        }
-    }
-}
-
-impl From<Vocabulary> for VocabRepr {
-    fn from(v: Vocabulary) -> Self {
-        VocabRepr {
-            terms: v.terms,
-            df: v.df,
-            last_seen: v.last_seen,
-            docs_seen: v.docs_seen,
-            max_terms: v.max_terms,
         }
     }
 }
@@ -142,7 +155,7 @@ impl Vocabulary {
             .iter()
             .zip(&self.df)
             .zip(&self.last_seen)
-            .map(|((t, &d), &l)| (t.as_str(), d, l))
+            .map(|((t, &d), &l)| (&**t, d, l))
     }
 
     /// Rebuild a vocabulary from [`Vocabulary::entries`]. Fails on a duplicate term or a zero
@@ -157,6 +170,7 @@ impl Vocabulary {
             if d == 0 {
                 return Err(format!("term `{t}` has document frequency 0"));
             }
+            let t: Arc<str> = Arc::from(t);
             if v.index.insert(t.clone(), v.terms.len() as u32).is_some() {
                 return Err(format!("term `{t}` appears twice"));
             }
@@ -192,34 +206,52 @@ impl Vocabulary {
         timestep: u64,
     ) -> (Vec<Vec<(u32, u32)>>, VocabChange) {
         let old_len = self.len();
+        // Each document's distinct tokens with their counts, in order of first occurrence
+        // (in parallel); then, in document order, ids for them — new terms get the next id in
+        // that order, as if the tokens were read one by one.
+        let distinct: Vec<Vec<(&str, u32)>> = docs
+            .par_iter()
+            .map(|tokens| {
+                let mut seen: HashMap<&str, usize> = HashMap::with_capacity(tokens.len());
+                let mut out: Vec<(&str, u32)> = Vec::new();
+                for t in tokens {
+                    match seen.get(t.as_str()) {
+                        Some(&i) => out[i].1 += 1,
+                        None => {
+                            seen.insert(t, out.len());
+                            out.push((t, 1));
+                        }
+                    }
+                }
+                out
+            })
+            .collect();
         let mut per_doc: Vec<Vec<(u32, u32)>> = Vec::with_capacity(docs.len());
-        for tokens in docs {
-            let mut local: HashMap<u32, u32> = HashMap::new();
-            for t in tokens {
-                let id = match self.index.get(t.as_str()) {
+        for terms in distinct {
+            let mut v: Vec<(u32, u32)> = Vec::with_capacity(terms.len());
+            for (t, c) in terms {
+                let id = match self.index.get(t) {
                     Some(&id) => id,
                     None => {
                         let id = self.terms.len() as u32;
+                        let t: Arc<str> = Arc::from(t);
                         self.terms.push(t.clone());
                         self.df.push(0);
                         self.last_seen.push(timestep);
-                        self.index.insert(t.clone(), id);
+                        self.index.insert(t, id);
                         id
                     }
                 };
-                *local.entry(id).or_insert(0) += 1;
-            }
-            for &id in local.keys() {
                 self.df[id as usize] += 1;
                 self.last_seen[id as usize] = timestep;
+                v.push((id, c));
             }
-            if !local.is_empty() {
+            if !v.is_empty() {
                 self.docs_seen += 1;
             }
-            let mut v: Vec<(u32, u32)> = local.into_iter().collect();
-            v.sort_unstable();
             per_doc.push(v);
         }
+        per_doc.par_iter_mut().for_each(|v| v.sort_unstable());
         let before_evict = self.len();
         let mut change = VocabChange {
             remap: Remap {

@@ -182,13 +182,32 @@ pub(crate) fn spherical_kmeans(
             .map(|(&i, &v)| (i, v / n))
             .collect()
     };
-    let vecs: Vec<Vec<(u32, f64)>> = cand.iter().map(|&j| unit(&docs[j])).collect();
+    // Every centroid lives on the terms of the candidates and seeds: the iterations run over
+    // those terms only (ascending, so every sum visits its non-zeros in the same order as over
+    // all m terms, and the result is the same bit for bit), and the centroids are spread to m
+    // terms at the end.
+    let mut terms: Vec<u32> = cand
+        .iter()
+        .chain(seeds)
+        .flat_map(|&j| docs[j].ids.iter().copied())
+        .filter(|&i| (i as usize) < m)
+        .collect();
+    terms.sort_unstable();
+    terms.dedup();
+    let local = |v: Vec<(u32, f64)>| -> Vec<(u32, f64)> {
+        v.into_iter()
+            .filter_map(|(i, x)| terms.binary_search(&i).ok().map(|l| (l as u32, x)))
+            .collect()
+    };
+    let full_m = m;
+    let m = terms.len();
+    let vecs: Vec<Vec<(u32, f64)>> = cand.iter().map(|&j| local(unit(&docs[j]))).collect();
     let k = seeds.len();
     let mut cents: Vec<Vec<f64>> = seeds
         .iter()
         .map(|&j| {
             let mut c = vec![0.0; m];
-            for (i, v) in unit(&docs[j]) {
+            for (i, v) in local(unit(&docs[j])) {
                 c[i as usize] = v;
             }
             c
@@ -239,6 +258,15 @@ pub(crate) fn spherical_kmeans(
         }
     }
     cents
+        .into_iter()
+        .map(|c| {
+            let mut full = vec![0.0; full_m];
+            for (&t, &v) in terms.iter().zip(&c) {
+                full[t as usize] = v;
+            }
+            full
+        })
+        .collect()
 }
 
 /// The batch A-step (Algorithm 6): approximately solve min_{A ∈ 𝒜} ‖P − A X‖₁ by `iters`

@@ -17,6 +17,7 @@
 //! not from this image) does not depend on the version a store holds.
 
 use ndarray::Array2;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// First byte of the compressed image.
@@ -41,6 +42,9 @@ struct Compressed {
 /// The compressed image of `a`. Every entry whose bit pattern is not `+0.0` is stored, so
 /// [`decode`] returns `a` bit for bit (including a `-0.0` or a non-finite value, which the
 /// model's own checks reject elsewhere).
+/// Rows per block of the parallel scan.
+const ENCODE_BLOCK: usize = 1024;
+
 pub fn encode(a: &Array2<f32>) -> Vec<u8> {
     let (m, k) = a.dim();
     let mut img = Compressed {
@@ -51,18 +55,37 @@ pub fn encode(a: &Array2<f32>) -> Vec<u8> {
         gaps: Vec::new(),
         values: Vec::new(),
     };
-    for row in a.rows() {
-        let mut prev: Option<usize> = None;
-        let mut len = 0u32;
-        for (j, &v) in row.iter().enumerate() {
-            if v.to_bits() != 0 {
-                img.gaps.push(prev.map_or(j, |p| j - p) as u32);
-                img.values.push(v);
-                prev = Some(j);
-                len += 1;
+    // Blocks of rows are scanned in parallel and joined in row order: the same image.
+    let a = a.as_standard_layout();
+    let parts: Vec<(Vec<u32>, Vec<u32>, Vec<f32>)> = a
+        .as_slice()
+        .expect("standard layout")
+        .par_chunks(k.max(1) * ENCODE_BLOCK)
+        .map(|block| {
+            let (mut lens, mut gaps, mut values) = (Vec::new(), Vec::new(), Vec::new());
+            for row in block.chunks(k.max(1)) {
+                let mut prev: Option<usize> = None;
+                let mut len = 0u32;
+                for (j, &v) in row.iter().enumerate() {
+                    if v.to_bits() != 0 {
+                        gaps.push(prev.map_or(j, |p| j - p) as u32);
+                        values.push(v);
+                        prev = Some(j);
+                        len += 1;
+                    }
+                }
+                lens.push(len);
             }
-        }
-        img.row_len.push(len);
+            (lens, gaps, values)
+        })
+        .collect();
+    for (lens, gaps, values) in parts {
+        img.row_len.extend(lens);
+        img.gaps.extend(gaps);
+        img.values.extend(values);
+    }
+    if k == 0 {
+        img.row_len.resize(m, 0);
     }
     postcard::to_stdvec(&img).expect("a dictionary image serialises")
 }
