@@ -11,6 +11,9 @@ use novad::ingest::{Ingestor, Outcome};
 use novad::query::{self, VerdictFilter};
 use novad::store::{guard, snapshot, Store, StoreError};
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn init_logs(verbose: u8, default: &str) {
     let level = match verbose {
         0 => default,
