@@ -56,7 +56,7 @@ fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
-const COLUMNS: [&str; 9] = [
+const COLUMNS: [&str; 10] = [
     "seconds",
     "step_seconds",
     "coding_seconds",
@@ -66,6 +66,7 @@ const COLUMNS: [&str; 9] = [
     "commit_seconds",
     "store_seconds",
     "written_kib",
+    "coding_iterations",
 ];
 
 fn main() {
@@ -146,7 +147,7 @@ fn main() {
         "one committed timestep per measured file"
     );
     println!(
-        "batch end_to_end  step coding update topics hybrid commit store+flush written_KiB memory_docs RSS_MiB"
+        "batch end_to_end  step coding update topics hybrid commit store+flush written_KiB memory_docs RSS_MiB admm_iter"
     );
     let mut at_cap: Vec<Vec<f64>> = vec![Vec::new(); COLUMNS.len() + 1];
     for (b, l) in lines[1..].iter().enumerate() {
@@ -156,7 +157,7 @@ fn main() {
             .collect();
         let mem = field(l, "memory_docs").unwrap_or(f64::NAN);
         println!(
-            "{:>5} {:>10.3} {:>5.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>11.3} {:>11.0} {:>11} {:>7.0}",
+            "{:>5} {:>10.3} {:>5.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>11.3} {:>11.0} {:>11} {:>7.0} {:>9.1}",
             b + 1,
             lat[b],
             f[1],
@@ -168,7 +169,8 @@ fn main() {
             f[7],
             f[8],
             mem,
-            rss[b]
+            rss[b],
+            f[9]
         );
         // batches committed with the memory full (after one more batch at the cap)
         // (every batch without the hybrid detector)
@@ -189,7 +191,7 @@ fn main() {
         println!(
             "batches with the memory at its cap, or all without the hybrid ({}): end to end mean {:.3}s, median {:.3}s, max {:.3}s; \
              daemon ingest {:.3}s = step {:.3}s (coding {:.3}, update {:.3}, topics {:.3}, hybrid {:.3}) \
-             + commit {:.3}s + flush {:.3}s; written {:.1} MiB per timestep",
+             + commit {:.3}s + flush {:.3}s; written {:.1} MiB per timestep; {:.0} ADMM iterations per document",
             sorted.len(),
             m[0],
             sorted[sorted.len() / 2],
@@ -202,7 +204,8 @@ fn main() {
             m[6],
             m[7],
             m[8] - m[7],
-            m[9] / 1024.0
+            m[9] / 1024.0,
+            m[10]
         );
     }
     println!(

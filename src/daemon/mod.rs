@@ -340,6 +340,7 @@ fn continue_file(
                 step_seconds = format!("{seconds_step:.3}"),
                 vectorize_seconds = format!("{:.3}", stats.seconds_vectorize),
                 coding_seconds = format!("{:.3}", stats.seconds_coding),
+                coding_iterations = format!("{:.1}", stats.mean_iterations),
                 update_seconds = format!("{:.3}", stats.seconds_update),
                 topics_seconds = format!("{:.3}", stats.seconds_topics),
                 hybrid_seconds = format!("{seconds_hybrid:.3}"),
