@@ -22,6 +22,8 @@ pub use project::{project_columns, project_nonneg_l1_ball, project_sparse_rows, 
 pub use refresh::{refresh_atoms, RefreshParams};
 pub use shard::{shard_docs, shard_of, LOGICAL_SHARDS};
 
+use std::mem::MaybeUninit;
+
 use ndarray::Array2;
 use rayon::prelude::*;
 use sprs::{CsMat, TriMat};
@@ -56,21 +58,27 @@ pub fn remap_rows(a: &Array2<f32>, remap: &Remap) -> Array2<f32> {
             from[nr] = r as u32;
         }
     }
-    let mut out = Array2::<f32>::zeros((remap.new_len, cols));
+    // Every row of the new matrix is written once, in parallel (copied, or zero for a new
+    // term): no serial zeroing pass first, and its pages are first touched on every core.
+    let mut out = Array2::<f32>::uninit((remap.new_len, cols));
     if cols > 0 {
-        // rows are copied in parallel: the pages of the new matrix are first touched (and
-        // zeroed by the kernel) on every core, not on one
         out.as_slice_mut()
             .expect("standard layout")
             .par_chunks_mut(cols)
             .zip(from.par_iter())
-            .filter(|(_, &r)| r != u32::MAX)
             .for_each(|(row, &r)| {
-                let r = r as usize;
-                row.copy_from_slice(&src[r * cols..(r + 1) * cols]);
+                if r == u32::MAX {
+                    row.fill(MaybeUninit::new(0.0));
+                } else {
+                    let r = r as usize;
+                    for (o, &v) in row.iter_mut().zip(&src[r * cols..(r + 1) * cols]) {
+                        *o = MaybeUninit::new(v);
+                    }
+                }
             });
     }
-    out
+    // SAFETY: every row was written above (or there are no entries)
+    unsafe { out.assume_init() }
 }
 
 /// True when every entry of `a` is finite (checked in parallel by blocks of rows).

@@ -1,4 +1,5 @@
 use ndarray::Array2;
+use rayon::prelude::*;
 
 /// Euclidean projection of `v` onto {x ≥ 0, Σ x ≤ 1}, in place.
 ///
@@ -135,10 +136,12 @@ pub fn project_sparse_rows(rows: &mut SparseRows, k: usize) {
             c.push(v);
         }
     }
+    // each column's threshold from its own values: in parallel, the same thresholds
+    let over: Vec<f64> = vals.into_par_iter().map(simplex_threshold).collect();
     let mut theta = vec![0.0f64; k];
     for (j, &c) in slot.iter().enumerate() {
         if c != usize::MAX {
-            theta[j] = simplex_threshold(std::mem::take(&mut vals[c]));
+            theta[j] = over[c];
         }
     }
     // apply the thresholds and drop the zeros they make, compacting in place
