@@ -213,7 +213,7 @@ fn write_rows(a: &mut Array2<f32>, live: &[usize], rows: &SparseRows) -> (f64, f
     for (c, &i) in live.iter().enumerate() {
         pos[i] = c as u32;
     }
-    let parts: Vec<(usize, f64, f64)> = a
+    let parts: Vec<(f64, f64)> = a
         .as_slice_mut()
         .expect("standard layout")
         .par_chunks_mut(k)
@@ -235,12 +235,12 @@ fn write_rows(a: &mut Array2<f32>, live: &[usize], rows: &SparseRows) -> (f64, f
                 norm += (*o as f64).powi(2);
                 *o = nw;
             }
-            (i, diff, norm)
+            (diff, norm)
         })
         .collect();
     parts
         .iter()
-        .fold((0.0, 0.0), |(d, n), &(_, di, ni)| (d + di, n + ni))
+        .fold((0.0, 0.0), |(d, n), &(di, ni)| (d + di, n + ni))
 }
 
 /// ‖Â‖² over the given rows, added in row order.
