@@ -8,7 +8,7 @@ mod harness;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use harness::*;
@@ -38,26 +38,22 @@ fn process(d: &Dirs, hosts: &Path, i: usize, extra: &[&str]) -> Daemon {
         let r = d.tmp.path().join(format!("replica{i}"));
         (r.join("inbox"), r.join("store"))
     };
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(d.log())
-        .unwrap();
-    let child = Command::new(bin())
-        .args(["run", "--settle-ms", "200", "--poll-ms", "100", "--inbox"])
-        .arg(inbox)
-        .arg("--store")
-        .arg(store)
-        .arg("--cluster")
-        .arg(hosts)
-        .args(["--process", &i.to_string(), "--connect-timeout-secs", "60"])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    Daemon { child }
+    let hosts = hosts.to_str().expect("a UTF-8 path");
+    let i = i.to_string();
+    let mut args = vec![
+        "--settle-ms",
+        "200",
+        "--poll-ms",
+        "100",
+        "--cluster",
+        hosts,
+        "--process",
+        &i,
+        "--connect-timeout-secs",
+        "60",
+    ];
+    args.extend_from_slice(extra);
+    Daemon::start_on(d, &inbox, &store, &args)
 }
 
 /// The batch files of these tests: `files` files of `docs` 20NG posts each.

@@ -106,6 +106,17 @@ impl Daemon {
     /// `novad run` with exactly `args` after the inbox and store (no test defaults); its log
     /// is appended to `d.log()`.
     pub fn start_exactly(d: &Dirs, args: &[&str]) -> Daemon {
+        Daemon::start_on(d, &d.inbox(), &d.store(), args)
+    }
+
+    /// `novad run --inbox INBOX --store STORE` then exactly `args`; its log is appended to
+    /// `d.log()`.
+    pub fn start_on(
+        d: &Dirs,
+        inbox: &std::path::Path,
+        store: &std::path::Path,
+        args: &[&str],
+    ) -> Daemon {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -113,9 +124,9 @@ impl Daemon {
             .unwrap();
         let child = Command::new(bin())
             .args(["run", "--inbox"])
-            .arg(d.inbox())
+            .arg(inbox)
             .arg("--store")
-            .arg(d.store())
+            .arg(store)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
