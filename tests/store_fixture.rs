@@ -2,7 +2,8 @@
 //! with the default ℓ1 parameters from `examples/batches`; `store-format4-l1.digest` is the
 //! `novad digest` that release printed for it) is migrated to the current format on open and
 //! then holds the same model — equal digest before and after — in the one layout every model
-//! uses, and reads exactly as the store this release builds from the same files.
+//! uses, and reads exactly as the store this release builds from the same files with the same
+//! parameters.
 
 #[path = "common/daemon.rs"]
 #[allow(dead_code)]
@@ -75,15 +76,26 @@ fn a_store_of_the_previous_release_reads_as_the_same_model_and_log() {
     copy_dir(&fixture(), &old);
     let old = old.display().to_string();
     let new = tmp.path().join("new").display().to_string();
-    // the fixture's store predates the hybrid detector: it runs the model's own score, which
-    // a new store gets with `--detector model`
-    let mut args = vec!["ingest", "--store", new.as_str(), "--detector", "model"];
+    let before = std::fs::read_to_string(fixture().with_extension("digest")).unwrap();
+    let digest = novad_ok(&["digest", "--store", &old]);
+    // the new store gets the fixture's parameters (the defaults have moved on since); they
+    // predate the hybrid detector: the model's own score, which a new store gets with
+    // `--detector model`
+    let params = tmp.path().join("fixture.toml");
+    std::fs::write(&params, novad_ok(&["params", "--store", &old])).unwrap();
+    let params = params.display().to_string();
+    let mut args = vec![
+        "ingest",
+        "--store",
+        new.as_str(),
+        "--config",
+        params.as_str(),
+    ];
+    args.extend(["--detector", "model"]);
     let files = batches();
     args.extend(files.iter().map(|s| s.as_str()));
     novad_ok(&args);
 
-    let before = std::fs::read_to_string(fixture().with_extension("digest")).unwrap();
-    let digest = novad_ok(&["digest", "--store", &old]);
     assert_eq!(digest.trim().len(), 64, "a blake3 hex digest: {digest}");
     assert_eq!(
         digest.trim(),

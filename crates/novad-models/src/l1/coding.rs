@@ -304,34 +304,35 @@ pub fn code_document(dict: &CodingDict<'_>, doc: &SparseDoc, params: &CodingPara
         }
     }
     let cols = active.len();
-    // A_{S,K} by columns over the covered rows only: gather the document's rows once, then
-    // split by atom. A row no active atom touches has (Ax)_i = 0 for every x, so it adds the
-    // constant p_i to the objective and nothing to the x-step; it is left out of the ADMM
-    // (where it would only hold the stopping test back) and added to the score afterwards.
-    let mut a = SparseCols::new(0);
+    // A_{S,K} by columns: gather the document's rows once, then split by atom. With per-atom
+    // steps only the covered rows are kept: a row no active atom touches has (Ax)_i = 0 for
+    // every x, so it adds the constant p_i to the objective and nothing to the x-step; in the
+    // ADMM it would only hold the stopping test back, so it is added to the score afterwards.
+    // (The other step rules keep every row: their arithmetic, hence stored models built with
+    // them, stay exactly as they were.)
+    let reduce_rows = params.step == StepSize::PerAtom;
     let mut covered: Vec<usize> = Vec::new();
-    if cols > 0 {
-        let mut gathered: Vec<Vec<(u32, f64)>> = vec![Vec::new(); cols];
-        for (r, &id) in doc.ids.iter().enumerate() {
-            if (id as usize) < m {
-                let row = dict.atoms.row(id as usize);
-                let mut any = false;
-                for (c, &j) in active.iter().enumerate() {
-                    let v = row[j];
-                    if v != 0.0 {
-                        gathered[c].push((covered.len() as u32, v as f64));
-                        any = true;
-                    }
-                }
-                if any {
-                    covered.push(r);
+    let mut gathered: Vec<Vec<(u32, f64)>> = vec![Vec::new(); cols];
+    for (r, &id) in doc.ids.iter().enumerate() {
+        let at = covered.len() as u32;
+        let mut any = false;
+        if (id as usize) < m && cols > 0 {
+            let row = dict.atoms.row(id as usize);
+            for (c, &j) in active.iter().enumerate() {
+                let v = row[j];
+                if v != 0.0 {
+                    gathered[c].push((at, v as f64));
+                    any = true;
                 }
             }
         }
-        a = SparseCols::new(covered.len());
-        for g in gathered {
-            a.push_col(g);
+        if any || !reduce_rows {
+            covered.push(r);
         }
+    }
+    let mut a = SparseCols::new(covered.len());
+    for g in gathered {
+        a.push_col(g);
     }
     let pc: Vec<f64> = covered.iter().map(|&r| p[r]).collect();
     let kappa = match dict.global_psi {
@@ -347,15 +348,19 @@ pub fn code_document(dict: &CodingDict<'_>, doc: &SparseDoc, params: &CodingPara
     for (&r, &q) in covered.iter().zip(&axc) {
         resid[r] -= q;
     }
-    let mut is_cov = vec![false; rows];
-    covered.iter().for_each(|&r| is_cov[r] = true);
-    let free: f64 = p
-        .iter()
-        .zip(&is_cov)
-        .filter(|(_, &c)| !c)
-        .map(|(&v, _)| v)
-        .sum();
-    let objective = sol.objective + free;
+    let objective = if reduce_rows {
+        let mut is_cov = vec![false; rows];
+        covered.iter().for_each(|&r| is_cov[r] = true);
+        let free: f64 = p
+            .iter()
+            .zip(&is_cov)
+            .filter(|(_, &c)| !c)
+            .map(|(&v, _)| v)
+            .sum();
+        sol.objective + free
+    } else {
+        sol.objective
+    };
     let mut top: Vec<(u32, f64)> = doc
         .ids
         .iter()
