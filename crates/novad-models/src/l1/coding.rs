@@ -4,7 +4,7 @@
 //! `l(p, A) = min_{x ≥ 0} L_w(p − A x) + λ ‖x‖₁` where `L_w` is the ℓ1 loss with residual
 //! mass the atoms predict but the document lacks charged `w` (the paper: `w = 1`).
 //!
-//! Two exact reductions make coding cheap (both are tested against the full problem):
+//! Exact reductions make coding cheap (each is tested against the full problem):
 //! 1. **Support reduction** (SPEC §4.1). Rows outside the document's support S have
 //!    `p_i = 0` and `(A x)_i ≥ 0`, so they contribute `w · Σ_j c_j x_j` with
 //!    `c_j = ‖A_j‖₁ − Σ_{i∈S} A_ij`; the problem shrinks to |S| rows with a per-atom linear term
@@ -13,6 +13,8 @@
 //!    `λ + w c_j − s_j` everywhere (`s_j = Σ_{i∈S} A_ij`), so an atom with
 //!    `s_j ≤ λ + w c_j` is zero in some optimal code and is dropped before solving. This is the
 //!    "(1+λ)/2 of the atom's mass on the document's words" rule of SPEC §4.8.
+//! 3. **Covered rows** (with per-atom steps). A row of S that no remaining atom touches has
+//!    `(Ax)_i = 0` for every x: it adds the constant `p_i` and is left out of the ADMM.
 //!
 //! The reduced problem is solved by the paper's ADMM (Algorithm 5): linearised x-step with
 //! step κ, multiplier step γ, penalty φ. The returned score is the objective recomputed
