@@ -8,7 +8,9 @@
 //! pair with no client, the second while `clients` (default 200) clients each loop over the
 //! dashboard's requests (status, timesteps, newest novel verdicts, topics, one verdict) with
 //! `think_ms` (default 0) between requests. Ingest time is from the file's rename into the
-//! inbox to its arrival in processed/. Prints request latency percentiles, the ingest
+//! inbox to its arrival in processed/. Prints request latency percentiles (as the clients saw
+//! them, and until the kernel had each answer's last bytes — `SO_TIMESTAMPNS` — which leaves out
+//! the load generator's own wait for a core on this shared machine), the ingest
 //! slowdown (mean loaded / mean unloaded − 1), and where the CPU went (from
 //! `/proc/PID/task/*/schedstat`: time run and time waited for a core, of the daemon's HTTP
 //! threads, its other threads, and the load generator).
@@ -175,8 +177,9 @@ fn main() {
         }
     }
     let _ = phase.send(Phase::Stop);
-    let (mut l, errors, not_modified) = generator.join().unwrap();
+    let (mut l, mut wire, errors, not_modified) = generator.join().unwrap();
     l.sort_by(f64::total_cmp);
+    wire.sort_by(f64::total_cmp);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     println!(
         "{clients} clients at nice {nice}, think {think} ms, revalidate {revalidate}: {} answers ({not_modified} of them 304) in {loaded_secs:.1} s of ingest ({:.0} req/s), {errors} errors",
@@ -189,6 +192,13 @@ fn main() {
         pct(&l, 0.9),
         pct(&l, 0.99),
         l.last().copied().unwrap_or(f64::NAN)
+    );
+    println!(
+        "latency ms until the kernel had the answer (the server's part, without the load generator's own wait for a core): p50 {:.1}  p90 {:.1}  p99 {:.1}  max {:.1}",
+        pct(&wire, 0.5),
+        pct(&wire, 0.9),
+        pct(&wire, 0.99),
+        wire.last().copied().unwrap_or(f64::NAN)
     );
     println!(
         "ingest of a 500-post batch: {:.3} s without clients, {:.3} s under load: slowdown {:+.1} %",

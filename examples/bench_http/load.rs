@@ -2,8 +2,10 @@
 //! thread, each with one request in flight at a time.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -73,8 +75,64 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
     }))
 }
 
-/// Send `req` on `conn` and read its answer into `buf` (cleared first).
-async fn exchange(conn: &TcpStream, req: &[u8], buf: &mut Vec<u8>) -> Result<Head, String> {
+/// Ask the kernel to stamp received data with its arrival time (`SO_TIMESTAMPNS`).
+fn stamp_arrivals(conn: &TcpStream) {
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket and a c_int option value of the size given.
+    unsafe {
+        libc::setsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            &on as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// `recvmsg` into `buf`: the bytes read and the kernel's arrival time of the newest of them
+/// (`SCM_TIMESTAMPNS`, wall clock), when the socket stamps arrivals.
+fn recv_stamped(conn: &TcpStream, buf: &mut [u8]) -> std::io::Result<(usize, Option<SystemTime>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let mut control = [0u64; 16];
+    // SAFETY: msghdr is plain data; every pointer set below is valid for the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: the socket is open and msg points at live buffers of the sizes given.
+    let n = unsafe { libc::recvmsg(conn.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut stamp = None;
+    // SAFETY: walking the control messages the kernel wrote into `control`.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                stamp = Some(UNIX_EPOCH + Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, stamp))
+}
+
+/// Send `req` on `conn` and read its answer into `buf` (cleared first); `arrived` gets the
+/// kernel's arrival time of the answer's last bytes.
+async fn exchange(
+    conn: &TcpStream,
+    req: &[u8],
+    buf: &mut Vec<u8>,
+    arrived: &mut Option<SystemTime>,
+) -> Result<Head, String> {
+    *arrived = None;
     let mut sent = 0;
     while sent < req.len() {
         conn.writable().await.map_err(|e| e.to_string())?;
@@ -96,9 +154,14 @@ async fn exchange(conn: &TcpStream, req: &[u8], buf: &mut Vec<u8>) -> Result<Hea
         conn.readable().await.map_err(|e| e.to_string())?;
         let at = buf.len();
         buf.resize(at + 64 * 1024, 0);
-        match conn.try_read(&mut buf[at..]) {
-            Ok(0) => return Err("connection closed".into()),
-            Ok(n) => buf.truncate(at + n),
+        match conn.try_io(Interest::READABLE, || recv_stamped(conn, &mut buf[at..])) {
+            Ok((0, _)) => return Err("connection closed".into()),
+            Ok((n, stamp)) => {
+                buf.truncate(at + n);
+                if stamp.is_some() {
+                    *arrived = stamp;
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => buf.truncate(at),
             Err(e) => return Err(e.to_string()),
         }
@@ -108,8 +171,10 @@ async fn exchange(conn: &TcpStream, req: &[u8], buf: &mut Vec<u8>) -> Result<Hea
     }
 }
 
-/// What one client measured: latencies (ms) of its answers, errors, `304`s.
-type Tally = (Vec<f64>, u64, u64);
+/// What one client measured: latencies (ms) of its answers as it saw them, the same until the
+/// kernel received each answer's last bytes (the server's part, without this generator's own
+/// wait for a core), errors, `304`s.
+pub type Tally = (Vec<f64>, Vec<f64>, u64, u64);
 
 /// One client: from its `first` request on, loop over `requests` while the phase is `Load`.
 async fn client(
@@ -121,7 +186,7 @@ async fn client(
     revalidate: bool,
     mut phase: watch::Receiver<Phase>,
 ) -> Tally {
-    let (mut lat, mut errors, mut not_modified) = (Vec::new(), 0, 0);
+    let (mut lat, mut wire, mut errors, mut not_modified) = (Vec::new(), Vec::new(), 0, 0);
     let mut tags: Vec<Option<String>> = vec![None; requests.len()];
     let mut conn = None;
     let mut buf = Vec::new();
@@ -130,11 +195,11 @@ async fn client(
     loop {
         let now = *phase.borrow_and_update();
         match now {
-            Phase::Stop => return (lat, errors, not_modified),
+            Phase::Stop => return (lat, wire, errors, not_modified),
             Phase::Idle => {
                 loading = false;
                 if phase.changed().await.is_err() {
-                    return (lat, errors, not_modified);
+                    return (lat, wire, errors, not_modified);
                 }
                 continue;
             }
@@ -148,7 +213,10 @@ async fn client(
         let c = match conn.take() {
             Some(c) => c,
             None => match TcpStream::connect(addr).await {
-                Ok(c) => c,
+                Ok(c) => {
+                    stamp_arrivals(&c);
+                    c
+                }
                 Err(_) => {
                     errors += 1;
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -163,9 +231,16 @@ async fn client(
         }
         req.push_str("\r\n");
         let t = Instant::now();
-        match exchange(&c, req.as_bytes(), &mut buf).await {
+        let sent = SystemTime::now();
+        let mut arrived = None;
+        match exchange(&c, req.as_bytes(), &mut buf, &mut arrived).await {
             Ok(h) if h.status == 200 || (h.status == 304 && revalidate) => {
-                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                let seen = t.elapsed().as_secs_f64() * 1000.0;
+                lat.push(seen);
+                let on_wire = arrived
+                    .and_then(|a| a.duration_since(sent).ok())
+                    .map_or(seen, |d| d.as_secs_f64() * 1000.0);
+                wire.push(on_wire.min(seen));
                 not_modified += u64::from(h.status == 304);
                 if h.etag.is_some() {
                     tags[k] = h.etag;
@@ -206,10 +281,11 @@ impl Load {
                 .collect();
             let mut all: Tally = Default::default();
             for t in running {
-                let (l, e, n) = t.await.expect("a client");
+                let (l, w, e, n) = t.await.expect("a client");
                 all.0.extend(l);
-                all.1 += e;
-                all.2 += n;
+                all.1.extend(w);
+                all.2 += e;
+                all.3 += n;
             }
             all
         })
