@@ -21,19 +21,19 @@ pub fn soft(r: f64, t: f64) -> f64 {
 
 /// Proximal map of the asymmetric ℓ1 loss `L_w(r) = max(r, 0) + w · max(−r, 0)` scaled by `1/φ`:
 /// argmin_e L_w(e) + (φ/2)(e − v)². With `w = 1` this is `soft(v, 1/φ)`.
-#[inline]
 ///
 /// Branch-free (the sign of the ADMM's residuals flips unpredictably, and this runs once per
 /// row and iteration): `max(v − 1/φ, 0) + min(v + w/φ, 0)` is the three-case formula value for
 /// value, since a difference of floats is > 0 exactly when the exact difference is.
+#[inline]
 pub fn prox_asym(v: f64, inv_phi: f64, w: f64) -> f64 {
     (v - inv_phi).max(0.0) + (v + w * inv_phi).min(0.0)
 }
 
 /// The asymmetric ℓ1 loss `L_w(r)`: residual mass the model fails to explain (r > 0) counts 1,
 /// mass it predicts but the document lacks (r < 0) counts `w`.
-#[inline]
 /// Branch-free: `max(r, −w r)` (w ∈ (0, 1]), the same value (up to the sign of a zero).
+#[inline]
 pub fn loss_asym(r: f64, w: f64) -> f64 {
     r.max(-w * r)
 }

@@ -142,10 +142,14 @@ pub fn objective(a: &SparseCols, p: &[f64], x: &[f64], lin: &[f64], w: f64) -> f
     loss + lin.iter().zip(x).map(|(l, x)| l * x).sum::<f64>()
 }
 
+/// The per-atom steps' margin: κ_j is 1/(1.01 (AᵀA 1)_j), as Ψmax carries a 1 % margin.
+pub const STEP_MARGIN: f64 = 1.01;
+
 /// Per-atom ADMM steps κ_j = 1 / Σ_i A_ij r_i with r_i = Σ_l A_il (row sums of A): a
 /// diagonal step matrix K with K⁻¹ ⪰ AᵀA, so the linearised x-step stays a majorisation (for
 /// a non-negative A, diag(AᵀA 1) − AᵀA is diagonally dominant, hence positive semidefinite —
-/// the Schur test). Atoms that share few rows with others get steps near 1/‖A_j‖², far larger
+/// the Schur test), strictly with the margin [`STEP_MARGIN`] (along the all-ones direction the
+/// bound is tight). Atoms that share few rows with others get steps near 1/‖A_j‖², far larger
 /// than the one κ = 1/Ψmax(A) the heaviest direction allows. An empty column gets κ_j = 0
 /// (its x_j stays 0).
 pub fn per_atom_steps(a: &SparseCols) -> Vec<f64> {
@@ -165,7 +169,7 @@ pub fn per_atom_steps(a: &SparseCols) -> Vec<f64> {
                 .map(|(&r, &v)| v * row_sum[r as usize])
                 .sum();
             if d > 0.0 {
-                1.0 / d
+                1.0 / (STEP_MARGIN * d)
             } else {
                 0.0
             }
@@ -239,7 +243,7 @@ pub fn solve(
         for j in 0..cols {
             let g = a.tmul_col(j, &u);
             let xn = (x[j] - kappa[j] * (g + lin[j] * inv_phi)).max(0.0);
-            if kappa[j] > 0.0 {
+            if check_x && kappa[j] > 0.0 {
                 dx = dx.max((xn - x[j]).abs() / kappa[j]);
             }
             x[j] = xn;
@@ -285,7 +289,6 @@ pub fn code_document(dict: &CodingDict<'_>, doc: &SparseDoc, params: &CodingPara
     let m = dict.n_terms();
     let ceiling: f64 = doc.vals.iter().sum();
     let p: Vec<f64> = doc.vals.clone();
-    let rows = p.len();
     // s_j = Σ_{i∈S} A_ij
     let mut s = vec![0.0f64; k];
     for &id in &doc.ids {
@@ -314,6 +317,8 @@ pub fn code_document(dict: &CodingDict<'_>, doc: &SparseDoc, params: &CodingPara
     // them, stay exactly as they were.)
     let reduce_rows = params.step == StepSize::PerAtom;
     let mut covered: Vec<usize> = Vec::new();
+    // Σ L_w(p_i) over the rows left out
+    let mut free = 0.0f64;
     let mut gathered: Vec<Vec<(u32, f64)>> = vec![Vec::new(); cols];
     for (r, &id) in doc.ids.iter().enumerate() {
         let at = covered.len() as u32;
@@ -330,6 +335,8 @@ pub fn code_document(dict: &CodingDict<'_>, doc: &SparseDoc, params: &CodingPara
         }
         if any || !reduce_rows {
             covered.push(r);
+        } else {
+            free += loss_asym(p[r], w);
         }
     }
     let mut a = SparseCols::new(covered.len());
@@ -351,14 +358,6 @@ pub fn code_document(dict: &CodingDict<'_>, doc: &SparseDoc, params: &CodingPara
         resid[r] -= q;
     }
     let objective = if reduce_rows {
-        let mut is_cov = vec![false; rows];
-        covered.iter().for_each(|&r| is_cov[r] = true);
-        let free: f64 = p
-            .iter()
-            .zip(&is_cov)
-            .filter(|(_, &c)| !c)
-            .map(|(&v, _)| v)
-            .sum();
         sol.objective + free
     } else {
         sol.objective
