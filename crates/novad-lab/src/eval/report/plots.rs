@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use super::super::results::{Column, Results, TimestepResult};
+use super::super::results::{Column, ColumnResult, Results, TimestepResult};
 use super::super::topics::TopicMethod;
 use super::super::EvalError;
 use super::{col, columns, f3};
@@ -128,6 +128,24 @@ fn line_chart(
     Ok(())
 }
 
+/// One series per column: (timestep index, `value` of the column's result) over `ts`, where
+/// the value exists; columns with no point are left out.
+fn column_series(
+    cols: impl Iterator<Item = Column>,
+    ts: &[&TimestepResult],
+    value: impl Fn(&ColumnResult) -> Option<f64>,
+) -> Vec<Series> {
+    cols.map(|c| {
+        let points = ts
+            .iter()
+            .filter_map(|t| value(col(t, c)?).map(|v| (t.index as f64, v)))
+            .collect();
+        (c.title().to_string(), colour(c), points)
+    })
+    .filter(|s: &Series| !s.2.is_empty())
+    .collect()
+}
+
 pub(super) fn plots(out: &Path, res: &Results) -> Result<Vec<PathBuf>, EvalError> {
     let cols = columns(res);
     let mut files = Vec::new();
@@ -174,20 +192,7 @@ pub(super) fn plots(out: &Path, res: &Results) -> Result<Vec<PathBuf>, EvalError
         evald.last().map_or(1.0, |t| t.index as f64) + 0.2,
     );
     // AUC per timestep
-    let series: Vec<Series> = cols
-        .iter()
-        .map(|&c| {
-            (
-                c.title().to_string(),
-                colour(c),
-                evald
-                    .iter()
-                    .filter_map(|t| col(t, c)?.auc.map(|a| (t.index as f64, a)))
-                    .collect(),
-            )
-        })
-        .filter(|s: &Series| !s.2.is_empty())
-        .collect();
+    let series = column_series(cols.iter().copied(), &evald, |r| r.auc);
     let p = out.join("auc.svg");
     line_chart(
         &p,
@@ -201,21 +206,8 @@ pub(super) fn plots(out: &Path, res: &Results) -> Result<Vec<PathBuf>, EvalError
     )?;
     files.push(p);
     // seconds per timestep (log scale)
-    let series: Vec<Series> = cols
-        .iter()
-        .filter(|c| c.is_method())
-        .map(|&c| {
-            (
-                c.title().to_string(),
-                colour(c),
-                evald
-                    .iter()
-                    .filter_map(|t| col(t, c)?.seconds.map(|s| (t.index as f64, s)))
-                    .collect(),
-            )
-        })
-        .filter(|s: &Series| !s.2.is_empty())
-        .collect();
+    let methods = cols.iter().copied().filter(|c| c.is_method());
+    let series = column_series(methods, &evald, |r| r.seconds);
     let (lo, hi) = series
         .iter()
         .flat_map(|s| s.2.iter().map(|p| p.1))
@@ -239,21 +231,11 @@ pub(super) fn plots(out: &Path, res: &Results) -> Result<Vec<PathBuf>, EvalError
     )?;
     files.push(p);
     // SRE per timestep
-    let series: Vec<Series> = [Column::L1Online, Column::L1Batch]
+    let all: Vec<&TimestepResult> = res.timesteps.iter().collect();
+    let dictionaries = [Column::L1Online, Column::L1Batch]
         .into_iter()
-        .filter(|c| cols.contains(c))
-        .map(|c| {
-            (
-                c.title().to_string(),
-                colour(c),
-                res.timesteps
-                    .iter()
-                    .filter_map(|t| col(t, c)?.sre.map(|s| (t.index as f64, s)))
-                    .collect(),
-            )
-        })
-        .filter(|s: &Series| !s.2.is_empty())
-        .collect();
+        .filter(|c| cols.contains(c));
+    let series = column_series(dictionaries, &all, |r| r.sre);
     if !series.is_empty() {
         let (lo, hi) = series
             .iter()
