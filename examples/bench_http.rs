@@ -86,6 +86,17 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[((p * (sorted.len() - 1) as f64).round()) as usize]
 }
 
+/// p50, p90, p99 and max of sorted latencies.
+fn percentiles(sorted: &[f64]) -> String {
+    format!(
+        "p50 {:.1}  p90 {:.1}  p99 {:.1}  max {:.1}",
+        pct(sorted, 0.5),
+        pct(sorted, 0.9),
+        pct(sorted, 0.99),
+        sorted.last().copied().unwrap_or(f64::NAN)
+    )
+}
+
 fn main() {
     let mut a = std::env::args().skip(1);
     let clients: usize = a.next().map(|s| s.parse().unwrap()).unwrap_or(200);
@@ -186,19 +197,11 @@ fn main() {
         l.len(),
         l.len() as f64 / loaded_secs,
     );
+    println!("latency ms: {}", percentiles(&l));
     println!(
-        "latency ms: p50 {:.1}  p90 {:.1}  p99 {:.1}  max {:.1}",
-        pct(&l, 0.5),
-        pct(&l, 0.9),
-        pct(&l, 0.99),
-        l.last().copied().unwrap_or(f64::NAN)
-    );
-    println!(
-        "latency ms until the kernel had the answer (the server's part, without the load generator's own wait for a core): p50 {:.1}  p90 {:.1}  p99 {:.1}  max {:.1}",
-        pct(&wire, 0.5),
-        pct(&wire, 0.9),
-        pct(&wire, 0.99),
-        wire.last().copied().unwrap_or(f64::NAN)
+        "latency ms until the kernel had the answer (the server's part, without the load generator's own wait for a core; {} answers stamped): {}",
+        wire.len(),
+        percentiles(&wire)
     );
     println!(
         "ingest of a 500-post batch: {:.3} s without clients, {:.3} s under load: slowdown {:+.1} %",

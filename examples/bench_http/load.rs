@@ -173,7 +173,7 @@ async fn exchange(
 
 /// What one client measured: latencies (ms) of its answers as it saw them, the same until the
 /// kernel received each answer's last bytes (the server's part, without this generator's own
-/// wait for a core), errors, `304`s.
+/// wait for a core; for the answers the kernel stamped), errors, `304`s.
 pub type Tally = (Vec<f64>, Vec<f64>, u64, u64);
 
 /// One client: from its `first` request on, loop over `requests` while the phase is `Load`.
@@ -237,10 +237,10 @@ async fn client(
             Ok(h) if h.status == 200 || (h.status == 304 && revalidate) => {
                 let seen = t.elapsed().as_secs_f64() * 1000.0;
                 lat.push(seen);
-                let on_wire = arrived
-                    .and_then(|a| a.duration_since(sent).ok())
-                    .map_or(seen, |d| d.as_secs_f64() * 1000.0);
-                wire.push(on_wire.min(seen));
+                // only answers the kernel stamped (the clocks differ: never above what was seen)
+                if let Some(d) = arrived.and_then(|a| a.duration_since(sent).ok()) {
+                    wire.push((d.as_secs_f64() * 1000.0).min(seen));
+                }
                 not_modified += u64::from(h.status == 304);
                 if h.etag.is_some() {
                     tags[k] = h.etag;
