@@ -55,9 +55,10 @@ pub struct CodingParams {
     pub gamma: f64,
     /// Stop when the primal residual ‖p − Ax − e‖∞ and the change of e (times φ) are both ≤ tol
     /// (the paper's test), and with [`StepSize::PerAtom`] also the x-step's gradient mapping
-    /// max_j |Δx_j| / κ_j: with its larger steps e can track Ax before x has converged (without
-    /// that test 0.047 above the LP optimum on a small random instance). The global and
-    /// per-document rules keep the paper's test, so stores created with them code as before.
+    /// max_j |Δx_j| / κ_j: with its larger steps e can track Ax before x has converged
+    /// (without that test, φ = 10 stopped 0.047 above the LP optimum on a small random
+    /// instance). The global and per-document rules keep the paper's test, so stores created
+    /// with them code as before.
     pub tol: f64,
     /// Iteration cap.
     pub max_iter: u32,
