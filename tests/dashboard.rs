@@ -177,6 +177,28 @@ fn dashboard_shows_the_store_follows_ingest_and_logs_no_error() {
             batches.len()
         ),
     );
+    // a range picked while the page is still loading the previous one is not lost: the last
+    // choice wins, whatever order the answers arrive in
+    b.eval(
+        "{ const s = document.getElementById('since'), u = document.getElementById('until');\
+         s.value = '2026-03-03'; u.value = '2026-03-03'; s.dispatchEvent(new Event('change'));\
+         document.getElementById('range-all').click(); } true",
+    );
+    b.wait_for(
+        20,
+        "all time after a quick change of mind",
+        &format!(
+            "!document.querySelector('main').hasAttribute('aria-busy') && \
+             document.getElementById('kpi-timesteps').textContent === '{}'",
+            batches.len()
+        ),
+    );
+    b.pump(1500); // any answer still on its way has arrived: the page still shows all time
+    assert_eq!(
+        text(&mut b, "#kpi-timesteps"),
+        batches.len().to_string(),
+        "a late answer for the abandoned range replaced the last choice"
+    );
 
     // no JSON dumped on the page, no errors in the console or the network
     let body = text(&mut b, "main");

@@ -46,6 +46,13 @@
     return body;
   }
   const range = () => ({ since: view.since, until: view.until });
+  // Each panel renders only the answer to its newest request: an older answer arriving late
+  // (a slow request overtaken by a range change or a search) is dropped.
+  const gen = {};
+  function latest(panel, keep) {
+    const g = keep ? gen[panel] || 0 : (gen[panel] = (gen[panel] || 0) + 1);
+    return () => (gen[panel] || 0) === g;
+  }
 
   function setLive(ok, msg) {
     $("live").className = "live " + (ok ? "on" : "err");
@@ -133,7 +140,9 @@
   }
 
   async function loadTimeline() {
+    const current = latest("timeline");
     const { items } = await api("timesteps", range());
+    if (!current()) return;
     view.steps = items.map((t) => t.record.timestep);
     const docs = items.reduce((a, t) => a + t.docs, 0), novel = items.reduce((a, t) => a + t.novel, 0);
     $("kpi-timesteps").textContent = num(items.length);
@@ -172,7 +181,9 @@
   }
 
   async function loadTopics() {
+    const current = latest("topics");
     const { items } = await api("topics", range());
+    if (!current()) return;
     $("kpi-topics").textContent = num(items.length);
     $("topics-sub").textContent = items.length ? `${items.length} topics · block height = documents` : "";
     C.stream($("topic-stream"), view.steps, items, (t) => {
@@ -202,10 +213,21 @@
 
   async function loadNovel(reset) {
     if (reset) view.cursor = null;
-    const page = await api("verdicts", Object.assign(range(), {
-      order: "desc", limit: PAGE, novel: $("novel-only").checked ? "true" : "",
-      q: $("q").value.trim(), min_score: $("min-score").value, cursor: view.cursor || "",
-    }));
+    else if (!view.cursor) return; // the next page of a list being reloaded: the reload decides
+    const current = latest("novel", !reset); // a next page does not cancel a reload; a reload drops it
+    const cursor = view.cursor || "";
+    view.cursor = null; // a second click while this page loads asks for nothing
+    let page;
+    try {
+      page = await api("verdicts", Object.assign(range(), {
+        order: "desc", limit: PAGE, novel: $("novel-only").checked ? "true" : "",
+        q: $("q").value.trim(), min_score: $("min-score").value, cursor,
+      }));
+    } catch (e) {
+      if (current() && !reset) view.cursor = cursor; // the same page can be asked for again
+      throw e;
+    }
+    if (!current()) return;
     const tb = $("novel-list");
     if (reset) tb.textContent = "";
     const smax = Math.max(1e-9, ...page.items.map((v) => v.score));
@@ -278,18 +300,26 @@
     }
   }
 
-  let busy = false;
+  // One refresh at a time; a request for another while one runs (a range change, a new
+  // timestep) is remembered and run when it ends, never dropped.
+  let busy = false, again = false;
   async function refreshAll() {
-    if (busy) return;
+    if (busy) { again = true; return; }
     busy = true;
+    document.querySelector("main").setAttribute("aria-busy", "true");
     try {
-      await loadTimeline();
-      await Promise.all([loadTopics(), loadNovel(true)]);
+      do {
+        again = false;
+        await loadTimeline();
+        await Promise.all([loadTopics(), loadNovel(true)]);
+      } while (again);
     } catch (e) {
+      again = false;
       setLive(false, "error");
       toast(e.message);
     } finally {
       busy = false;
+      document.querySelector("main").removeAttribute("aria-busy");
       if (!document.body.dataset.ready) document.body.dataset.readyMs = String(Math.round(performance.now()));
       document.body.dataset.ready = "1";
     }
