@@ -1,7 +1,7 @@
 //! HTTP API under load while the daemon ingests: concurrent clients, latency p50/p99, and
 //! how much slower ingest gets.
 //!
-//!     cargo build --release && cargo run --release --example bench_http -- [clients] [pairs] [think_ms] [client_nice] [revalidate]
+//!     cargo build --release && cargo run --release --example bench_http -- [clients] [pairs] [think_ms] [client_nice] [revalidate] [gzip]
 //!
 //! Starts the real `novad run --http 127.0.0.1:0 --k 100`, bootstraps on 1,000 20NG posts, then
 //! ingests `2 × pairs` (default 2 × 4) batches of 500 posts one at a time: the first of each
@@ -23,7 +23,8 @@
 //! `client_nice` (default 19, the lowest priority); `client_nice` 0 competes with ingest as
 //! much as ingest itself. With `revalidate` 1 a client sends `If-None-Match` with the tag of
 //! its last answer for that path, as a browser does (a `304` then counts as an answer);
-//! default 0: every answer is sent in full.
+//! default 0: every answer is sent in full. With `gzip` 1 (the default) requests accept
+//! compressed answers as a browser's do; 0 asks for plain JSON.
 #[path = "../tests/common/daemon.rs"]
 #[allow(dead_code)]
 mod harness;
@@ -104,6 +105,7 @@ fn main() {
     let think: u64 = a.next().map(|s| s.parse().unwrap()).unwrap_or(0);
     let nice: i32 = a.next().map(|s| s.parse().unwrap()).unwrap_or(19);
     let revalidate = a.next().is_some_and(|s| s == "1");
+    let gzip = a.next().is_none_or(|s| s == "1");
     let d = Dirs::new();
     let s = http::start(&d, &["--k", "100"]);
     let ingest = |name: &str, body: &str| -> f64 {
@@ -138,7 +140,7 @@ fn main() {
         addr: host.parse().unwrap(),
         requests: paths
             .iter()
-            .map(|p| load::request(&host, p, &s.token))
+            .map(|p| load::request(&host, p, &s.token, gzip))
             .collect(),
         clients,
         think: Duration::from_millis(think),
@@ -193,7 +195,7 @@ fn main() {
     wire.sort_by(f64::total_cmp);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     println!(
-        "{clients} clients at nice {nice}, think {think} ms, revalidate {revalidate}: {} answers ({not_modified} of them 304) in {loaded_secs:.1} s of ingest ({:.0} req/s), {errors} errors",
+        "{clients} clients at nice {nice}, think {think} ms, revalidate {revalidate}, gzip {gzip}: {} answers ({not_modified} of them 304) in {loaded_secs:.1} s of ingest ({:.0} req/s), {errors} errors",
         l.len(),
         l.len() as f64 / loaded_secs,
     );
@@ -213,7 +215,14 @@ fn main() {
         .iter()
         .map(|p| {
             let (_, body) = http::get(&s.base, p, Some(&s.token), &[]);
-            format!("{} {} B", p.split('?').next().unwrap_or(p), body.len())
+            let (_, _, zipped) =
+                http::get_raw(&s.base, p, &s.token, &[("Accept-Encoding", "gzip")]);
+            format!(
+                "{} {} B ({} B gzip)",
+                p.split('?').next().unwrap_or(p),
+                body.len(),
+                zipped.len()
+            )
         })
         .collect();
     println!("answer sizes at the end: {}", sizes.join(", "));

@@ -594,4 +594,49 @@ fn answers_are_never_older_than_the_last_commit_and_unchanged_ones_are_304() {
     // without the token the tag opens nothing
     let (st, _) = get(&s.base, "/api/v1/status", None, &[("If-None-Match", &tag)]);
     assert_eq!(st, 401);
+
+    // a client that accepts gzip (as a browser does) gets the same answer compressed, under
+    // a tag of its own; one that refuses it (q=0) or does not say gets it plain
+    let path = "/api/v1/timesteps";
+    let (st, ptag, plain) = get_tagged(&s.base, path, &s.token, &[]);
+    assert_eq!(st, 200);
+    let browser = [("Accept-Encoding", "gzip, deflate, br, zstd")];
+    let (st, heads, zipped) = get_raw(&s.base, path, &s.token, &browser);
+    assert_eq!(st, 200);
+    assert_eq!(header(&heads, "content-encoding"), Some("gzip"));
+    assert_eq!(header(&heads, "vary"), Some("accept-encoding"));
+    let mut unzipped = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(&zipped[..]),
+        &mut unzipped,
+    )
+    .expect("a gzip body");
+    assert_eq!(unzipped, plain);
+    assert!(
+        zipped.len() < plain.len(),
+        "{} ≥ {}",
+        zipped.len(),
+        plain.len()
+    );
+    let ztag = header(&heads, "etag").expect("an ETag").to_string();
+    assert_ne!(Some(ztag.as_str()), ptag.as_deref());
+    let (st, _, none) = get_raw(
+        &s.base,
+        path,
+        &s.token,
+        &[browser[0], ("If-None-Match", &ztag)],
+    );
+    assert_eq!((st, none.len()), (304, 0));
+    let (st, heads, body) = get_raw(
+        &s.base,
+        path,
+        &s.token,
+        &[
+            ("Accept-Encoding", "br, gzip;q=0"),
+            ("If-None-Match", &ztag),
+        ],
+    );
+    assert_eq!(st, 200, "the plain form is another representation");
+    assert_eq!(header(&heads, "content-encoding"), None);
+    assert_eq!(body, plain.as_bytes());
 }

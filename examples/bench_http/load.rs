@@ -32,8 +32,15 @@ pub struct Load {
 }
 
 /// `GET path` to `host` with the bearer `token`, keep-alive, without the final empty line.
-pub fn request(host: &str, path: &str, token: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nAccept: application/json\r\n")
+/// With `gzip` it accepts compressed answers as Chromium does (`Accept-Encoding: gzip,
+/// deflate, br, zstd`); they are read to their `Content-Length`, not decompressed.
+pub fn request(host: &str, path: &str, token: &str, gzip: bool) -> String {
+    let accept = if gzip {
+        "Accept-Encoding: gzip, deflate, br, zstd\r\n"
+    } else {
+        ""
+    };
+    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nAccept: application/json\r\n{accept}")
 }
 
 /// One answer: its status, its `ETag`, and where it ends in the buffer.

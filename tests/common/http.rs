@@ -100,6 +100,39 @@ pub fn get(base: &str, path: &str, token: Option<&str>, headers: &[(&str, &str)]
     (status, body)
 }
 
+/// GET `base + path` with the bearer `token` and extra headers: (status, the response's
+/// headers as lower-case name and value, the body's bytes as sent — a gzip answer stays
+/// compressed).
+pub fn get_raw(
+    base: &str,
+    path: &str,
+    token: &str,
+    headers: &[(&str, &str)],
+) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let mut r = agent()
+        .get(format!("{base}{path}"))
+        .header("Authorization", format!("Bearer {token}"));
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    let mut resp = r.call().expect("HTTP request");
+    let status = resp.status().as_u16();
+    let heads = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    (status, heads, resp.body_mut().read_to_vec().expect("body"))
+}
+
+/// The value of header `name` (lower case) in `heads`.
+pub fn header<'a>(heads: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    heads
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
 /// GET `base + path` with the bearer `token` and extra headers; (status, `ETag`, body).
 pub fn get_tagged(
     base: &str,
