@@ -1,5 +1,5 @@
-//! A hard cap on the CPU the HTTP server takes: its threads (the acceptor, the runtime's
-//! workers and store-read threads) may use at most [`CPU_SHARE`] of one core on average, so
+//! A hard cap on the CPU the HTTP server takes: its threads (the connection thread and the
+//! store-read threads) may use at most [`CPU_SHARE`] of one core on average, so
 //! however many clients poll and however fast, ingest keeps the rest of the machine.
 //!
 //! The server's threads register their CPU clocks as they start. Requests pass one at a time,
@@ -14,10 +14,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::{Request, StatusCode};
-use axum::middleware::Next;
+use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::AppState;
@@ -171,25 +168,21 @@ impl Governor {
     }
 }
 
-/// Hold every request until the server is within its CPU budget (see [`Governor`]); `503`
-/// when that would take longer than the request deadline.
-pub(crate) async fn govern(
-    State(state): State<Arc<AppState>>,
-    req: Request<Body>,
-    next: Next,
-) -> Response {
+/// Hold a request until the server is within its CPU budget (see [`Governor`]); `Err` with
+/// the `503` to send when that would take longer than the request deadline. Every request
+/// passes here once, before anything else is done for it.
+pub(crate) async fn admitted(state: &AppState) -> Result<(), Response> {
     let deadline = state.limits.deadline;
-    match state.governor.admit(deadline).await {
-        Ok(()) => next.run(req).await,
-        Err(wait) => super::guard::error(
+    state.governor.admit(deadline).await.map_err(|wait| {
+        super::guard::error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "busy: the server is at its CPU cap and would answer in {:.1} s, past the {} s deadline; try again",
                 wait.as_secs_f64(),
                 deadline.as_secs()
             ),
-        ),
-    }
+        )
+    })
 }
 
 #[cfg(all(test, target_os = "linux"))]

@@ -48,7 +48,7 @@ pub fn error(status: StatusCode, msg: impl Into<String>) -> Response {
 }
 
 /// Refuse what a read-only API never needs before anything else runs.
-fn refuse(req: &Request<Body>) -> Option<Response> {
+pub(crate) fn refuse<B>(req: &Request<B>) -> Option<Response> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = error(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -115,7 +115,13 @@ pub(crate) async fn guard(
             ),
         ),
     };
-    let h = resp.headers_mut();
+    secure(resp.headers_mut());
+    resp
+}
+
+/// The security headers every answer carries (no sniffing, no framing, no referrer, and a
+/// content policy that allows only the page's own files).
+pub(crate) fn secure(h: &mut axum::http::HeaderMap) {
     for (k, v) in [
         ("x-content-type-options", "nosniff"),
         ("x-frame-options", "DENY"),
@@ -127,7 +133,6 @@ pub(crate) async fn guard(
     ] {
         h.insert(k, HeaderValue::from_static(v));
     }
-    resp
 }
 
 /// 401: JSON for the API, a short page for people.

@@ -6,12 +6,14 @@
 //! [`auth`]) as a bearer header or as the cookie set by the login link printed at start; only
 //! `GET`/`HEAD` are served; requests have a deadline and size limits (see [`guard`]).
 //!
-//! The server runs a small tokio runtime on its own threads, and every store read runs on a
-//! blocking thread, so a slow client never holds up ingest. Two things keep clients from
+//! The server runs on threads of its own: one thread serves every connection (a
+//! single-threaded tokio runtime: under the CPU cap one is enough, and it measured less CPU
+//! per request than two), and every store read (and the compressing of a large answer) runs
+//! on a blocking thread, so a slow client never holds up ingest. Two things keep clients from
 //! slowing ingest:
 //!
-//! * a hard cap on the CPU of the server's threads (the acceptor, the runtime's workers and
-//!   its store-read threads): [`governor::CPU_SHARE`] of one core on average, however many
+//! * a hard cap on the CPU of the server's threads (the connection thread and the
+//!   store-read threads): [`governor::CPU_SHARE`] of one core on average, however many
 //!   clients ask; beyond it requests wait in line (see [`governor`]);
 //! * a lower priority for those threads ([`HTTP_NICE`], see [`lower_thread_priority`]): when
 //!   they and ingest want the same core, ingest gets most of it. Not the lowest priority:
@@ -219,8 +221,7 @@ pub fn start_with(
         cache: cache::Cache::new(&db),
         db,
     });
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let rt = tokio::runtime::Builder::new_current_thread()
         .max_blocking_threads(guard::MAX_QUERIES + 2)
         .thread_name("novad-http")
         .on_thread_start({
@@ -238,7 +239,7 @@ pub fn start_with(
         .build()
         .map_err(HttpError::Runtime)?;
     std::thread::Builder::new()
-        .name("novad-http-accept".into())
+        .name("novad-http-main".into())
         .spawn(move || {
             lower_thread_priority();
             threads.register();
@@ -297,6 +298,23 @@ fn refresh_after_commits(state: Arc<AppState>, app: axum::Router) {
     }
 }
 
+/// Answer one request: it waits for the CPU cap ([`governor::admitted`]), then is answered
+/// from the cache when it can be ([`cache::hit`], the common case: a dashboard polling),
+/// else by the router (limits, access check, handler).
+async fn serve(
+    state: Arc<AppState>,
+    mut app: axum::Router,
+    req: axum::http::Request<hyper::body::Incoming>,
+) -> Result<axum::response::Response, std::convert::Infallible> {
+    if let Err(busy) = governor::admitted(&state).await {
+        return Ok(busy);
+    }
+    if let Some(r) = cache::hit(&state, &req) {
+        return Ok(r);
+    }
+    tower_service::Service::call(&mut app, req.map(axum::body::Body::new)).await
+}
+
 /// Accept connections and serve each with HTTP/1.1 (keep-alive; the request head must arrive
 /// within [`Limits::request_timeout`] and fit in [`Limits::max_request_bytes`]). Beyond
 /// [`guard::MAX_CONNECTIONS`] open connections, new ones are closed.
@@ -329,10 +347,10 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
         open.fetch_add(1, Ordering::SeqCst);
         let open = Arc::clone(&open);
         let app = app.clone();
+        let state = Arc::clone(&state);
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                tower_service::Service::call(&mut app.clone(), req)
-            });
+            let service =
+                hyper::service::service_fn(move |req| serve(Arc::clone(&state), app.clone(), req));
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.request_timeout)

@@ -64,14 +64,7 @@ pub(super) fn router(state: Arc<AppState>) -> (Router, Router) {
         .with_state(Arc::clone(&state));
     let outer = inner
         .clone()
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            guard::guard,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            state,
-            super::governor::govern,
-        ));
+        .layer(axum::middleware::from_fn_with_state(state, guard::guard));
     (outer, inner)
 }
 
