@@ -98,6 +98,20 @@ fn percentiles(sorted: &[f64]) -> String {
     )
 }
 
+/// The ingest slowdown (mean loaded / mean unloaded − 1) and the half-width of its 95 %
+/// interval from the pairs' differences (loaded − unloaded, each pair's two batches ingested
+/// one after the other), both relative to the unloaded mean; `t` 2.0 (normal approximation;
+/// 2.09 for 20 pairs).
+fn slowdown(quiet: &[f64], busy: &[f64]) -> (f64, f64) {
+    let n = quiet.len().min(busy.len()) as f64;
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let q = mean(quiet);
+    let d: Vec<f64> = busy.iter().zip(quiet).map(|(b, q)| b - q).collect();
+    let dm = mean(&d);
+    let sd = (d.iter().map(|x| (x - dm).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+    (mean(busy) / q - 1.0, 2.0 * sd / n.sqrt() / q)
+}
+
 fn main() {
     let mut a = std::env::args().skip(1);
     let clients: usize = a.next().map(|s| s.parse().unwrap()).unwrap_or(200);
@@ -205,11 +219,14 @@ fn main() {
         wire.len(),
         percentiles(&wire)
     );
+    let (slow, half) = slowdown(&quiet, &busy);
     println!(
-        "ingest of a 500-post batch: {:.3} s without clients, {:.3} s under load: slowdown {:+.1} %",
+        "ingest of a 500-post batch: {:.3} s without clients, {:.3} s under load: slowdown {:+.1} % (95 % interval ±{:.1} points over {} pairs)",
         mean(&quiet),
         mean(&busy),
-        100.0 * (mean(&busy) / mean(&quiet) - 1.0)
+        100.0 * slow,
+        100.0 * half,
+        busy.len()
     );
     let sizes: Vec<String> = paths
         .iter()

@@ -131,12 +131,14 @@ fn recv_stamped(conn: &TcpStream, buf: &mut [u8]) -> std::io::Result<(usize, Opt
     Ok((n as usize, stamp))
 }
 
-/// Send `req` on `conn` and read its answer into `buf` (cleared first); `arrived` gets the
-/// kernel's arrival time of the answer's last bytes.
+/// Send `req` on `conn` and read its answer into `buf` (cleared first), through `chunk` (a
+/// read buffer kept from one exchange to the next, so no read zeroes memory); `arrived` gets
+/// the kernel's arrival time of the answer's last bytes.
 async fn exchange(
     conn: &TcpStream,
     req: &[u8],
     buf: &mut Vec<u8>,
+    chunk: &mut [u8],
     arrived: &mut Option<SystemTime>,
 ) -> Result<Head, String> {
     *arrived = None;
@@ -159,17 +161,15 @@ async fn exchange(
             }
         }
         conn.readable().await.map_err(|e| e.to_string())?;
-        let at = buf.len();
-        buf.resize(at + 64 * 1024, 0);
-        match conn.try_io(Interest::READABLE, || recv_stamped(conn, &mut buf[at..])) {
+        match conn.try_io(Interest::READABLE, || recv_stamped(conn, chunk)) {
             Ok((0, _)) => return Err("connection closed".into()),
             Ok((n, stamp)) => {
-                buf.truncate(at + n);
+                buf.extend_from_slice(&chunk[..n]);
                 if stamp.is_some() {
                     *arrived = stamp;
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => buf.truncate(at),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e.to_string()),
         }
         if head.is_none() {
@@ -197,6 +197,7 @@ async fn client(
     let mut tags: Vec<Option<String>> = vec![None; requests.len()];
     let mut conn = None;
     let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
     let mut i = first;
     let mut loading = false;
     loop {
@@ -240,7 +241,7 @@ async fn client(
         let t = Instant::now();
         let sent = SystemTime::now();
         let mut arrived = None;
-        match exchange(&c, req.as_bytes(), &mut buf, &mut arrived).await {
+        match exchange(&c, req.as_bytes(), &mut buf, &mut chunk, &mut arrived).await {
             Ok(h) if h.status == 200 || (h.status == 304 && revalidate) => {
                 let seen = t.elapsed().as_secs_f64() * 1000.0;
                 lat.push(seen);
