@@ -164,6 +164,21 @@ impl Cache {
         a
     }
 
+    /// The stored answer to `key` at version `ver` as sent to a request with `inm` as its
+    /// `If-None-Match` that accepts gzip or not (see [`reply`]), counted as `reads` reads.
+    fn answer(
+        &self,
+        ver: &sled::IVec,
+        key: &str,
+        reads: u64,
+        inm: Option<&HeaderValue>,
+        gzip: bool,
+    ) -> Option<Response> {
+        let a = self.get(ver, key)?;
+        a.hits.fetch_add(reads, Ordering::Relaxed);
+        Some(reply(&a, inm, gzip))
+    }
+
     /// The request targets to have ready at version `ver`: those most read lately (at most
     /// [`MAX_REFRESH`]).
     fn wanted(&self, ver: &sled::IVec) -> Vec<String> {
@@ -307,10 +322,11 @@ pub(crate) fn hit<B>(state: &AppState, req: &Request<B>) -> Option<Response> {
         return None;
     }
     let ver = state.cache.version()?;
-    let a = state.cache.get(&ver, &req.uri().to_string())?;
-    a.hits.fetch_add(1, Ordering::Relaxed);
     let h = req.headers();
-    let mut r = reply(&a, h.get(header::IF_NONE_MATCH), accepts_gzip(h));
+    let key = req.uri().to_string();
+    let mut r = state
+        .cache
+        .answer(&ver, &key, 1, h.get(header::IF_NONE_MATCH), accepts_gzip(h))?;
     super::guard::secure(r.headers_mut());
     Some(r)
 }
@@ -333,12 +349,7 @@ pub(crate) async fn cached(
     let reads = u64::from(req.extensions().get::<Ahead>().is_none());
     let inm = req.headers().get(header::IF_NONE_MATCH).cloned();
     let gz = accepts_gzip(req.headers());
-    let hit = || {
-        cache.get(&ver, &key).map(|a| {
-            a.hits.fetch_add(reads, Ordering::Relaxed);
-            reply(&a, inm.as_ref(), gz)
-        })
-    };
+    let hit = || cache.answer(&ver, &key, reads, inm.as_ref(), gz);
     if let Some(r) = hit() {
         return r;
     }
