@@ -1,0 +1,104 @@
+//! The evaluation loop: one pass over the timesteps, every method fed the same batch.
+//!
+//! [`run`] resolves what the run uses ([`setup`]), vectorises each timestep once
+//! ([`batch`]), runs every method on it ([`methods`]), evaluates the scores against the labels
+//! ([`evaluate`]) and writes the outputs ([`output`]).
+
+mod batch;
+mod evaluate;
+mod methods;
+mod output;
+mod setup;
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::results::{EvalSummary, TimestepResult};
+use super::vectorize::StreamVectorizer;
+use super::{EvalArgs, EvalError};
+use batch::StepBatch;
+use methods::Methods;
+use novad_models::text::SparseDoc;
+use setup::Setup;
+
+/// Round every score to a multiple of `step` (no-op for `step ≤ 0`), so float noise counts as
+/// a tie in the AUC.
+pub fn round_scores(scores: &[f64], step: f64) -> Vec<f64> {
+    if step <= 0.0 {
+        return scores.to_vec();
+    }
+    scores.iter().map(|s| (s / step).round() * step).collect()
+}
+
+/// Seconds since `t`.
+fn secs(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64()
+}
+
+/// Run an evaluation and write its outputs. See the module documentation of [`super`].
+pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
+    let wall = Instant::now();
+    let setup = Setup::resolve(args)?;
+    let pb = progress_bar(args, &setup);
+    let mut methods = Methods::new(args, &setup)?;
+    let (timesteps, dump) = pass(args, &setup, &mut methods, &pb)?;
+    pb.finish_and_clear();
+    let (ostc, hybrid) = methods.into_params();
+    output::finish(args, setup, ostc, hybrid, timesteps, &dump, wall)
+}
+
+/// The progress bar of the pass (hidden with `--quiet`): one tick per method and timestep,
+/// plus one per evaluated timestep when the emerging topics run.
+fn progress_bar(args: &EvalArgs, setup: &Setup) -> ProgressBar {
+    let n_steps = setup.stream.timesteps.len();
+    let topics_on = setup.topic_params.is_some();
+    let pb = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(
+            (n_steps * setup.methods.len() + topics_on as usize * (n_steps - 1)) as u64,
+        )
+    };
+    pb.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    pb
+}
+
+/// One pass over the stream: each timestep vectorised once, every method run on it, then
+/// evaluated. Returns every timestep's record and the scores.jsonl rows.
+fn pass(
+    args: &EvalArgs,
+    setup: &Setup,
+    methods: &mut Methods,
+    pb: &ProgressBar,
+) -> Result<(Vec<TimestepResult>, String), EvalError> {
+    let mut vz = StreamVectorizer::new(&setup.params.text);
+    // every non-empty document so far (P_[t]), ids in the current vocabulary
+    let mut seen: Vec<SparseDoc> = Vec::new();
+    let boot_labels: HashSet<String> = setup.stream.timesteps[0]
+        .docs
+        .iter()
+        .map(|d| d.label.clone())
+        .collect();
+    let mut results: Vec<TimestepResult> = Vec::with_capacity(setup.stream.timesteps.len());
+    let mut dump = String::new();
+    for (t, ts) in setup.stream.timesteps.iter().enumerate() {
+        let b = StepBatch::new(t, ts, &mut vz, &mut seen)?;
+        let scores = methods.step(&b, setup, pb)?;
+        results.push(evaluate::timestep(
+            &b,
+            scores,
+            setup,
+            args,
+            &boot_labels,
+            pb,
+            &mut dump,
+        )?);
+    }
+    Ok((results, dump))
+}
