@@ -6,10 +6,10 @@
 //! birth timestep, last timestep it was dominant for a document, word distribution as a sparse
 //! f32 row on the simplex). Numerics: every computation is f64; W and H are rounded once to
 //! f32 when the next state is written (halves the store), and the rounded values are what the
-//! next step starts from, so a model read back from its parts behaves exactly like the one in
-//! memory.
+//! next step starts from, so a model read back from its parts (`parts.rs`) behaves exactly like
+//! the one in memory.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::factorize::{factorize, nnls_rows, row_residuals, Csr, Settings, Temporal};
 use super::hp::{hinge_weights, slope_operator};
+use super::init::{init_emerging, seed_emerging};
 use super::params::DnmfParams;
 use super::weight::weigh;
 use crate::model::{EngineError, ParamsError, StepOutput, StepStats, Topic, TopicKind, Verdict};
@@ -44,38 +45,18 @@ pub struct WindowStep {
     pub docs: Vec<Vec<(u32, u32)>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Meta {
-    timestep: u64,
-    next_id: u32,
-    window: Vec<u64>,
-}
-
-/// W of the window: per window timestep, its documents' weights (row-major, `k` columns).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Weights {
-    k: usize,
-    steps: Vec<Vec<f32>>,
-}
-
 /// The dynamic NMF model (Saha & Sindhwani, WSDM 2012) — see the module docs for the state.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DnmfModel {
-    params: DnmfParams,
-    vocab: Vocabulary,
-    timestep: u64,
-    next_id: u32,
-    window: VecDeque<WindowStep>,
+    pub(super) params: DnmfParams,
+    pub(super) vocab: Vocabulary,
+    pub(super) timestep: u64,
+    pub(super) next_id: u32,
+    pub(super) window: VecDeque<WindowStep>,
     /// Per window step, n_docs × K (row-major), aligned with `topics`.
-    weights: Vec<Vec<f32>>,
-    topics: Vec<TopicState>,
+    pub(super) weights: Vec<Vec<f32>>,
+    pub(super) topics: Vec<TopicState>,
 }
-
-const PART_META: &str = "meta";
-const PART_VOCAB: &str = "vocab";
-const PART_TOPICS: &str = "topics";
-const PART_WEIGHTS: &str = "weights";
-const PART_DOCS: &str = "docs-";
 
 impl DnmfModel {
     /// An empty model (no vocabulary, no topics).
@@ -508,174 +489,6 @@ impl DnmfModel {
         };
         Ok((next, output(verdicts, report, stats)))
     }
-
-    /// The persisted state as named parts (postcard): `meta`, `vocab`, `topics`, `weights`, and
-    /// one `docs-<timestep>` per window timestep (unchanged between steps unless the
-    /// vocabulary evicted terms, so it encodes to identical bytes).
-    pub fn state_parts(&self) -> Vec<(String, Vec<u8>)> {
-        use crate::model::part_bytes as enc;
-        let meta = Meta {
-            timestep: self.timestep,
-            next_id: self.next_id,
-            window: self.window.iter().map(|w| w.timestep).collect(),
-        };
-        let weights = Weights {
-            k: self.topics.len(),
-            steps: self.weights.clone(),
-        };
-        let mut parts = vec![
-            (PART_META.to_string(), enc(&meta)),
-            (PART_VOCAB.to_string(), enc(&self.vocab)),
-            (PART_TOPICS.to_string(), enc(&self.topics)),
-            (PART_WEIGHTS.to_string(), enc(&weights)),
-        ];
-        for w in &self.window {
-            parts.push((docs_part(w.timestep), enc(&w.docs)));
-        }
-        parts
-    }
-
-    /// Rebuild from [`DnmfModel::state_parts`], checking every invariant: window bound and
-    /// order, term ids inside the vocabulary, positive counts, W dimensions and values
-    /// (finite, ≥ 0), topic rows (ids ascending and in range, finite values > 0 summing to 1
-    /// within 1e-3), unique topic ids below the next id, K within `max_topics`.
-    pub fn from_state_parts(
-        params: DnmfParams,
-        parts: &BTreeMap<String, Vec<u8>>,
-    ) -> Result<DnmfModel, EngineError> {
-        params.validate()?;
-        fn get<'a, T: Deserialize<'a>>(
-            parts: &'a BTreeMap<String, Vec<u8>>,
-            name: &str,
-        ) -> Result<T, EngineError> {
-            let b = parts
-                .get(name)
-                .ok_or_else(|| EngineError::Inconsistent(format!("part `{name}` is missing")))?;
-            postcard::from_bytes(b).map_err(|e| {
-                EngineError::Inconsistent(format!("part `{name}` does not decode: {e}"))
-            })
-        }
-        let bad = |m: String| Err(EngineError::Inconsistent(m));
-        let meta: Meta = get(parts, PART_META)?;
-        let vocab: Vocabulary = get(parts, PART_VOCAB)?;
-        let topics: Vec<TopicState> = get(parts, PART_TOPICS)?;
-        let weights: Weights = get(parts, PART_WEIGHTS)?;
-        let m = vocab.len();
-        if m > vocab.max_terms() {
-            return bad(format!(
-                "vocabulary holds {m} terms, bound {}",
-                vocab.max_terms()
-            ));
-        }
-        if meta.window.len() > params.window {
-            return bad(format!(
-                "window holds {} timesteps, ω = {}",
-                meta.window.len(),
-                params.window
-            ));
-        }
-        if meta.window.windows(2).any(|p| p[0] >= p[1])
-            || meta.window.last().is_some_and(|&t| t >= meta.timestep)
-        {
-            return bad(format!(
-                "window timesteps {:?} not increasing below {}",
-                meta.window, meta.timestep
-            ));
-        }
-        let expected: Vec<String> = meta.window.iter().map(|&t| docs_part(t)).collect();
-        for name in parts.keys().filter(|n| n.starts_with(PART_DOCS)) {
-            if !expected.contains(name) {
-                return bad(format!(
-                    "part `{name}` is not in the window {:?}",
-                    meta.window
-                ));
-            }
-        }
-        let mut window = VecDeque::new();
-        for &t in &meta.window {
-            let name = docs_part(t);
-            let docs: Vec<Vec<(u32, u32)>> = get(parts, &name)?;
-            for (i, doc) in docs.iter().enumerate() {
-                // (a document may have lost every term to vocabulary eviction: empty is valid)
-                if doc.iter().any(|&(id, c)| id as usize >= m || c == 0)
-                    || doc.windows(2).any(|p| p[0].0 >= p[1].0)
-                {
-                    return bad(format!("part `{name}`: document {i} has an unsorted, zero-count or out-of-vocabulary entry"));
-                }
-            }
-            window.push_back(WindowStep { timestep: t, docs });
-        }
-        let k = topics.len();
-        if k > params.max_topics {
-            return bad(format!("{k} topics, max_topics = {}", params.max_topics));
-        }
-        if weights.k != k || weights.steps.len() != window.len() {
-            return bad(format!(
-                "weights are for {} topics × {} timesteps, state has {k} × {}",
-                weights.k,
-                weights.steps.len(),
-                window.len()
-            ));
-        }
-        for (s, (ws, w)) in weights.steps.iter().zip(&window).enumerate() {
-            if ws.len() != w.docs.len() * k {
-                return bad(format!(
-                    "weights of window step {s}: {} values for {} documents × {k} topics",
-                    ws.len(),
-                    w.docs.len()
-                ));
-            }
-            if ws.iter().any(|v| !v.is_finite()) {
-                return Err(EngineError::NonFinite("topic weights W"));
-            }
-            if ws.iter().any(|&v| v < 0.0) {
-                return bad(format!("weights of window step {s} are negative"));
-            }
-        }
-        let mut ids = std::collections::HashSet::new();
-        for t in &topics {
-            if !ids.insert(t.id) || t.id >= meta.next_id {
-                return bad(format!(
-                    "topic id {} repeated or ≥ next id {}",
-                    t.id, meta.next_id
-                ));
-            }
-            if t.row.iter().any(|&(_, v)| !v.is_finite()) {
-                return Err(EngineError::NonFinite("topic word distribution H"));
-            }
-            if t.row.iter().any(|&(id, v)| id as usize >= m || v <= 0.0)
-                || t.row.windows(2).any(|p| p[0].0 >= p[1].0)
-            {
-                return bad(format!(
-                    "topic {}: term ids out of order or range, or a value ≤ 0",
-                    t.id
-                ));
-            }
-            let s: f64 = t.row.iter().map(|&(_, v)| v as f64).sum();
-            if (s - 1.0).abs() > 1e-3 {
-                return bad(format!("topic {} is off the simplex (sum {s})", t.id));
-            }
-            if t.born > meta.timestep || t.last_active > meta.timestep {
-                return bad(format!(
-                    "topic {} born or active after timestep {}",
-                    t.id, meta.timestep
-                ));
-            }
-        }
-        Ok(DnmfModel {
-            params,
-            vocab,
-            timestep: meta.timestep,
-            next_id: meta.next_id,
-            window,
-            weights: weights.steps,
-            topics,
-        })
-    }
-}
-
-fn docs_part(t: u64) -> String {
-    format!("{PART_DOCS}{t:020}")
 }
 
 fn output(verdicts: Vec<Verdict>, topics: Vec<Topic>, stats: StepStats) -> StepOutput {
@@ -765,109 +578,4 @@ fn why_terms(doc: &SparseDoc, h: &[f64], vocab: &Vocabulary, n: usize) -> Vec<(S
     v.into_iter()
         .map(|(id, s)| (vocab.term(id).to_string(), s))
         .collect()
-}
-
-/// W22: uniform random weights on the emerging columns of the new rows, scaled by
-/// `α = argmin_{β ≥ 0} ‖(X − W_ev H_ev) − β W_em H_em‖²` over those rows (paper §5).
-fn init_emerging(
-    x: &Csr,
-    h: &[f64],
-    w: &mut [f64],
-    k: usize,
-    k_ev: usize,
-    rows: std::ops::Range<usize>,
-    rng: &mut ChaCha8Rng,
-) {
-    let d = x.cols;
-    if k_ev >= k || rows.is_empty() {
-        return;
-    }
-    for r in rows.clone() {
-        for i in k_ev..k {
-            w[r * k + i] = rng.random::<f64>();
-        }
-    }
-    // ⟨X − W_ev H_ev, W_em H_em⟩ and ‖W_em H_em‖², row by row over dense products.
-    let mut num = 0.0;
-    let mut den = 0.0;
-    let mut em = vec![0.0; d];
-    let mut ev = vec![0.0; d];
-    for r in rows.clone() {
-        em.fill(0.0);
-        ev.fill(0.0);
-        for i in 0..k {
-            let c = w[r * k + i];
-            if c == 0.0 {
-                continue;
-            }
-            let target = if i < k_ev { &mut ev } else { &mut em };
-            for (t, hv) in target.iter_mut().zip(&h[i * d..(i + 1) * d]) {
-                *t += c * hv;
-            }
-        }
-        for (j, xv) in x.row(r) {
-            num += xv * em[j];
-        }
-        num -= ev.iter().zip(&em).map(|(a, b)| a * b).sum::<f64>();
-        den += em.iter().map(|a| a * a).sum::<f64>();
-    }
-    let alpha = if den > 0.0 { (num / den).max(0.0) } else { 0.0 };
-    for r in rows {
-        for i in k_ev..k {
-            w[r * k + i] *= alpha;
-        }
-    }
-}
-
-/// Residual-seeded emerging rows: each emerging row becomes 0.9 · (a new document's vector,
-/// normalised to sum 1) + 0.1 · (its random distribution), the document drawn (without
-/// repetition) with probability ∝ ρ⁴, ρ = its relative residual under the previous topics — so
-/// the injected bandwidth starts on what the evolving set explains worst.
-fn seed_emerging(
-    x: &Csr,
-    h: &mut [f64],
-    k_ev: usize,
-    k: usize,
-    first_new: usize,
-    rho: &[f64],
-    rng: &mut ChaCha8Rng,
-) {
-    let d = x.cols;
-    let mut weight: Vec<f64> = rho
-        .iter()
-        .enumerate()
-        .map(|(q, r)| {
-            let nonzero = x.row(first_new + q).next().is_some();
-            if nonzero {
-                r.powi(2).max(1e-12)
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    for i in k_ev..k {
-        let total: f64 = weight.iter().sum();
-        if total <= 0.0 {
-            return;
-        }
-        let mut u = rng.random::<f64>() * total;
-        let mut pick = weight.len() - 1;
-        for (q, &wq) in weight.iter().enumerate() {
-            if u < wq {
-                pick = q;
-                break;
-            }
-            u -= wq;
-        }
-        weight[pick] = 0.0;
-        let r = first_new + pick;
-        let sx: f64 = x.row(r).map(|(_, v)| v).sum();
-        let row = &mut h[i * d..(i + 1) * d];
-        for v in row.iter_mut() {
-            *v *= 0.1;
-        }
-        for (j, v) in x.row(r) {
-            row[j] += 0.9 * v / sx;
-        }
-    }
 }
