@@ -1,5 +1,8 @@
-//! Shared helpers for the integration tests: seeded random instances and an exact LP oracle.
+//! Shared helpers for the integration tests: seeded random instances and an exact LP oracle;
+//! `ostc`: the planted corpora, parameters and state map of the OSTC tests.
 #![allow(dead_code)]
+
+pub mod ostc;
 
 use ndarray::Array2;
 use novad_models::text::SparseDoc;
