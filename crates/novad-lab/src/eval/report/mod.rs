@@ -84,10 +84,28 @@ fn table(out: &mut String, head: &[String], rows: &[Vec<String>]) {
 /// The title line of the AUC table; [`parse_table1`] looks for it.
 pub const TABLE1_HEADING: &str = "## Table 1: AUC per timestep";
 
+/// The whole report.md: title, the AUC tables, seconds, SRE, score ceiling, emerging topics,
+/// checks, protocol, notes and plots, in that order.
 fn markdown(res: &Results, plots: &[PathBuf]) -> String {
     let cols = columns(res);
     let evald: Vec<&TimestepResult> = res.timesteps.iter().filter(|t| !t.bootstrap).collect();
     let mut s = String::new();
+    title(&mut s, res);
+    table1(&mut s, res, &cols, &evald);
+    split_auc(&mut s, res, &cols);
+    seconds(&mut s, res, &cols, &evald);
+    sre(&mut s, res, &cols);
+    ceiling(&mut s, res, &cols);
+    topics_section(&mut s, res);
+    checks(&mut s, res);
+    protocol(&mut s, res);
+    notes_and_plots(&mut s, res, plots);
+    s
+}
+
+/// The title and the paragraph naming the detector configuration, seed, methods, threads and
+/// wall time.
+fn title(s: &mut String, res: &Results) {
     let _ = writeln!(
         s,
         "# novad eval — {} protocol on `{}`\n",
@@ -113,8 +131,11 @@ fn markdown(res: &Results, plots: &[PathBuf]) -> String {
         res.threads,
         res.summary.wall_seconds
     );
+}
 
-    // Table 1
+/// Table 1 ([`TABLE1_HEADING`]): AUC of every column per evaluated timestep, then the averages
+/// row, then the note on detectors and reference scores.
+fn table1(s: &mut String, res: &Results, cols: &[Column], evald: &[&TimestepResult]) {
     let _ = writeln!(s, "{TABLE1_HEADING}\n");
     let mut head = vec![
         "Timestep".to_string(),
@@ -140,14 +161,17 @@ fn markdown(res: &Results, plots: &[PathBuf]) -> String {
             .map(|c| f3(res.summary.mean_auc.get(c.key()).copied())),
     );
     rows.push(avg);
-    table(&mut s, &head, &rows);
+    table(s, &head, &rows);
     let _ = writeln!(
         s,
         "ℓ1 / ℓ2 / NN columns are detectors; ℓ2 relative residual, unseen-term mass and length \
          are reference scores (length = distinct known terms: a detector should beat it).\n"
     );
+}
 
-    // Split AUC
+/// The mean AUC of every column against all non-novel documents, against those of labels
+/// present at the bootstrap, and against those of labels that arrived later.
+fn split_auc(s: &mut String, res: &Results, cols: &[Column]) {
     let _ = writeln!(s, "## AUC split by the origin of the non-novel documents\n");
     let _ = writeln!(
         s,
@@ -171,7 +195,7 @@ fn markdown(res: &Results, plots: &[PathBuf]) -> String {
         })
         .collect();
     table(
-        &mut s,
+        s,
         &[
             "Score".into(),
             "all".into(),
@@ -180,8 +204,12 @@ fn markdown(res: &Results, plots: &[PathBuf]) -> String {
         ],
         &rows,
     );
+}
 
-    // Seconds
+/// Seconds of every method per timestep (bootstrap included), the ℓ1-batch / ℓ1-online ratio
+/// and the shared vectorisation; then LSH's comparisons per document at the last timestep when
+/// LSH ran.
+fn seconds(s: &mut String, res: &Results, cols: &[Column], evald: &[&TimestepResult]) {
     let mcols: Vec<Column> = cols.iter().copied().filter(|c| c.is_method()).collect();
     let _ = writeln!(s, "## Seconds per timestep\n");
     let mut head = vec!["Timestep".to_string()];
@@ -214,7 +242,7 @@ fn markdown(res: &Results, plots: &[PathBuf]) -> String {
             r
         })
         .collect();
-    table(&mut s, &head, &rows);
+    table(s, &head, &rows);
     if let Some(c) = col(
         evald.last().copied().unwrap_or(&res.timesteps[0]),
         Column::Lsh,
@@ -227,87 +255,97 @@ fn markdown(res: &Results, plots: &[PathBuf]) -> String {
             );
         }
     }
+}
 
-    // SRE
-    if cols.contains(&Column::L1Online) || cols.contains(&Column::L1Batch) {
-        let _ = writeln!(s, "## SRE per timestep\n");
-        let _ = writeln!(
-            s,
-            "Mean l(p, A) over all documents seen so far with the dictionary after the \
-             timestep (lower = better representation); k = atoms ℓ1-batch scored the batch with; \
-             ℓ2 objective = ℓ2-batch's mean training objective.\n"
-        );
-        let rows: Vec<Vec<String>> = res
-            .timesteps
-            .iter()
-            .map(|t| {
-                let on = col(t, Column::L1Online);
-                let ba = col(t, Column::L1Batch);
-                let l2 = col(t, Column::L2Batch);
-                let kb = ba.and_then(|b| b.k);
-                vec![
-                    t.index.to_string(),
-                    on.and_then(|x| x.sre)
-                        .map_or("–".into(), |v| format!("{v:.4}")),
-                    on.and_then(|x| x.sre_docs)
-                        .map_or("–".into(), |v| v.to_string()),
-                    ba.and_then(|x| x.sre)
-                        .map_or("–".into(), |v| format!("{v:.4}")),
-                    kb.map_or("–".into(), |k| k.to_string()),
-                    ba.and_then(|x| x.alternations)
-                        .map_or("–".into(), |v| v.to_string()),
-                    l2.and_then(|x| x.objective)
-                        .map_or("–".into(), |v| format!("{v:.4}")),
-                ]
-            })
-            .collect();
-        table(
-            &mut s,
-            &[
-                "Timestep".into(),
-                "SRE ℓ1-online".into(),
-                "docs".into(),
-                "SRE ℓ1-batch".into(),
-                "k ℓ1-batch (scoring)".into(),
-                "alternations".into(),
-                "ℓ2 objective".into(),
-            ],
-            &rows,
-        );
+/// SRE of ℓ1-online and ℓ1-batch per timestep, with ℓ1-batch's k and alternations and ℓ2-batch's
+/// objective; nothing when neither ℓ1 method ran.
+fn sre(s: &mut String, res: &Results, cols: &[Column]) {
+    if !(cols.contains(&Column::L1Online) || cols.contains(&Column::L1Batch)) {
+        return;
     }
+    let _ = writeln!(s, "## SRE per timestep\n");
+    let _ = writeln!(
+        s,
+        "Mean l(p, A) over all documents seen so far with the dictionary after the \
+         timestep (lower = better representation); k = atoms ℓ1-batch scored the batch with; \
+         ℓ2 objective = ℓ2-batch's mean training objective.\n"
+    );
+    let rows: Vec<Vec<String>> = res
+        .timesteps
+        .iter()
+        .map(|t| {
+            let on = col(t, Column::L1Online);
+            let ba = col(t, Column::L1Batch);
+            let l2 = col(t, Column::L2Batch);
+            let kb = ba.and_then(|b| b.k);
+            vec![
+                t.index.to_string(),
+                on.and_then(|x| x.sre)
+                    .map_or("–".into(), |v| format!("{v:.4}")),
+                on.and_then(|x| x.sre_docs)
+                    .map_or("–".into(), |v| v.to_string()),
+                ba.and_then(|x| x.sre)
+                    .map_or("–".into(), |v| format!("{v:.4}")),
+                kb.map_or("–".into(), |k| k.to_string()),
+                ba.and_then(|x| x.alternations)
+                    .map_or("–".into(), |v| v.to_string()),
+                l2.and_then(|x| x.objective)
+                    .map_or("–".into(), |v| format!("{v:.4}")),
+            ]
+        })
+        .collect();
+    table(
+        s,
+        &[
+            "Timestep".into(),
+            "SRE ℓ1-online".into(),
+            "docs".into(),
+            "SRE ℓ1-batch".into(),
+            "k ℓ1-batch (scoring)".into(),
+            "alternations".into(),
+            "ℓ2 objective".into(),
+        ],
+        &rows,
+    );
+}
 
-    // Ceiling
+/// Share of documents at the score ceiling per timestep for ℓ1-online, ℓ1-batch and ℓ2-batch
+/// (those that ran); nothing when none did.
+fn ceiling(s: &mut String, res: &Results, cols: &[Column]) {
     let ccols: Vec<Column> = [Column::L1Online, Column::L1Batch, Column::L2Batch]
         .into_iter()
         .filter(|c| cols.contains(c))
         .collect();
-    if !ccols.is_empty() {
-        let _ = writeln!(s, "## Share of documents at the score ceiling\n");
-        let _ = writeln!(
-            s,
-            "ℓ1: score = ‖p‖₁ (nothing explained, x = 0); ℓ2: zero code.\n"
-        );
-        let mut head = vec!["Timestep".to_string()];
-        head.extend(ccols.iter().map(|c| c.title().to_string()));
-        let rows: Vec<Vec<String>> = res
-            .timesteps
-            .iter()
-            .map(|t| {
-                let mut r = vec![t.index.to_string()];
-                r.extend(
-                    ccols
-                        .iter()
-                        .map(|&c| f3(col(t, c).and_then(|x| x.ceiling_fraction))),
-                );
-                r
-            })
-            .collect();
-        table(&mut s, &head, &rows);
+    if ccols.is_empty() {
+        return;
     }
+    let _ = writeln!(s, "## Share of documents at the score ceiling\n");
+    let _ = writeln!(
+        s,
+        "ℓ1: score = ‖p‖₁ (nothing explained, x = 0); ℓ2: zero code.\n"
+    );
+    let mut head = vec!["Timestep".to_string()];
+    head.extend(ccols.iter().map(|c| c.title().to_string()));
+    let rows: Vec<Vec<String>> = res
+        .timesteps
+        .iter()
+        .map(|t| {
+            let mut r = vec![t.index.to_string()];
+            r.extend(
+                ccols
+                    .iter()
+                    .map(|&c| f3(col(t, c).and_then(|x| x.ceiling_fraction))),
+            );
+            r
+        })
+        .collect();
+    table(s, &head, &rows);
+}
 
-    topics_section(&mut s, res);
-
-    // Checks
+/// The checks list: ℓ1-online's speed-up over ℓ1-batch (PASS when ≥ 20× at the last timestep)
+/// and per timestep, ℓ1-online's max / min seconds, NN's growth in seconds, and the wall time;
+/// a check whose measurement is missing says so or is left out.
+fn checks(s: &mut String, res: &Results) {
     let _ = writeln!(s, "## Checks\n");
     let sm = &res.summary;
     match sm.speedup_last {
@@ -349,8 +387,11 @@ fn markdown(res: &Results, plots: &[PathBuf]) -> String {
         );
     }
     let _ = writeln!(s, "- wall time: {:.1} s\n", sm.wall_seconds);
+}
 
-    // Protocol
+/// One line per timestep (documents, empty ones, new labels, vocabulary size and evictions),
+/// then where the protocol details and seeds are recorded.
+fn protocol(s: &mut String, res: &Results) {
     let _ = writeln!(s, "## Protocol\n");
     for t in &res.timesteps {
         let _ = writeln!(
@@ -377,7 +418,10 @@ fn markdown(res: &Results, plots: &[PathBuf]) -> String {
         s,
         "\nProtocol details and every seed are in results.json (`protocol_details`, `seeds`).\n"
     );
+}
 
+/// The run's notes as a list, then every plot as an image linked by its file name.
+fn notes_and_plots(s: &mut String, res: &Results, plots: &[PathBuf]) {
     let _ = writeln!(s, "## Notes\n");
     for n in &res.notes {
         let _ = writeln!(s, "- {n}");
@@ -389,5 +433,4 @@ fn markdown(res: &Results, plots: &[PathBuf]) -> String {
         let name = p.file_name().unwrap().to_string_lossy();
         let _ = writeln!(s, "![{name}]({name})");
     }
-    s
 }

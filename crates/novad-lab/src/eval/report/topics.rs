@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::super::results::{Results, TimestepResult};
-use super::super::topics::TopicMethod;
+use super::super::topics::{DaemonTopicCost, TopicEvalParams, TopicMethod};
 use super::{f3, fsec, table};
 
 /// The title line of the emerging-topic section.
@@ -18,6 +18,9 @@ fn pct(a: f64, b: f64) -> String {
     }
 }
 
+/// The emerging-topic section ([`TOPICS_HEADING`]): the protocol paragraph, the averages, best
+/// F1 and chosen thresholds per timestep, clustering alone, the precision–recall note and the
+/// daemon's topic-stage cost; nothing when the topic evaluation did not run.
 pub(super) fn topics_section(s: &mut String, res: &Results) {
     let Some(tp) = &res.topics else { return };
     let evald: Vec<&TimestepResult> = res
@@ -29,6 +32,24 @@ pub(super) fn topics_section(s: &mut String, res: &Results) {
         .into_iter()
         .filter(|m| res.summary.topics.contains_key(m.key()))
         .collect();
+    intro(s, tp);
+    averages(s, res, &methods);
+    best_f1(s, res, &methods, &evald);
+    thresholds(s, &methods, &evald);
+    oracle(s, res, &evald);
+    let _ = writeln!(
+        s,
+        "The precision–recall plot (`topics_pr.svg`) shows, per method, the interpolated \
+         pairwise precision (largest precision of a sweep point with at least that recall) at \
+         recall 0, 0.05, …, 1, averaged over the {} evaluated timesteps.\n",
+        evald.len()
+    );
+    daemon_cost(s, res, &evald);
+}
+
+/// The heading and the paragraph stating the measure, the methods with their parameters and the
+/// swept detection fractions.
+fn intro(s: &mut String, tp: &TopicEvalParams) {
     let _ = writeln!(s, "{TOPICS_HEADING}\n");
     let _ = writeln!(
         s,
@@ -55,7 +76,12 @@ pub(super) fn topics_section(s: &mut String, res: &Results) {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    // summary
+}
+
+/// Per method the averages over timesteps (best F1, P and R at it, detected documents, seconds),
+/// then DICTCLUST's relative gains over the other methods when DICTCLUST, DICT-KM and NN-KM
+/// all ran.
+fn averages(s: &mut String, res: &Results, methods: &[TopicMethod]) {
     let _ = writeln!(s, "### Average over timesteps\n");
     let rows: Vec<Vec<String>> = methods
         .iter()
@@ -101,7 +127,11 @@ pub(super) fn topics_section(s: &mut String, res: &Results) {
             if dc > dk && dk > nk { "yes" } else { "no" }
         );
     }
-    // per timestep
+}
+
+/// Per evaluated timestep the truly novel documents (groups) and every method's best F1 (P / R
+/// at it), then the averages row.
+fn best_f1(s: &mut String, res: &Results, methods: &[TopicMethod], evald: &[&TimestepResult]) {
     let _ = writeln!(s, "### Best F1 per timestep (P / R at that point)\n");
     let mut head = vec!["Timestep".to_string(), "truly novel (groups)".into()];
     head.extend(methods.iter().map(|m| m.title().to_string()));
@@ -132,6 +162,11 @@ pub(super) fn topics_section(s: &mut String, res: &Results) {
     }));
     rows.push(avg);
     table(s, &head, &rows);
+}
+
+/// Per evaluated timestep and method the sweep point of the best F1: score threshold, fraction,
+/// detected documents, truly novel among them, clusters.
+fn thresholds(s: &mut String, methods: &[TopicMethod], evald: &[&TimestepResult]) {
     let _ = writeln!(
         s,
         "### Chosen threshold per timestep (score threshold, detected documents, truly novel \
@@ -161,105 +196,109 @@ pub(super) fn topics_section(s: &mut String, res: &Results) {
         })
         .collect();
     table(s, &head, &rows);
-    // the clusterers alone
-    if !res.summary.topics_oracle.is_empty() {
-        let _ = writeln!(s, "### Clustering alone: perfect detection\n");
-        let _ = writeln!(
-            s,
-            "Exactly the truly novel documents, clustered by DICTCLUST and by k-means (same \
-             parameters and seeds as above): F1 (P / R). Separates the clustering from the \
-             detection; not a method of the paper.\n"
-        );
-        let keys = [("dict", "DICTCLUST"), ("km", "k-means")];
-        let cell = |p: Option<(f64, f64, f64)>| {
-            p.map_or("–".into(), |(f, pr, r)| {
-                format!("{f:.3} ({pr:.2} / {r:.2})")
-            })
-        };
-        let mut rows: Vec<Vec<String>> = evald
-            .iter()
-            .map(|t| {
-                let o = &t.topics.as_ref().expect("topics").oracle;
-                let mut r = vec![t.index.to_string()];
-                r.extend(
-                    keys.iter()
-                        .map(|(k, _)| cell(o.get(*k).map(|p| (p.f1, p.precision, p.recall)))),
-                );
-                r
-            })
-            .collect();
-        let mut avg = vec!["Avg.".to_string()];
-        avg.extend(keys.iter().map(|(k, _)| {
-            cell(
-                res.summary
-                    .topics_oracle
-                    .get(*k)
-                    .map(|x| (x.mean_f1, x.mean_precision, x.mean_recall)),
-            )
-        }));
-        rows.push(avg);
-        let mut head = vec!["Timestep".to_string()];
-        head.extend(keys.iter().map(|(_, t)| t.to_string()));
-        table(s, &head, &rows);
+}
+
+/// DICTCLUST and k-means on exactly the truly novel documents: F1 (P / R) per evaluated timestep
+/// and on average; nothing when that evaluation did not run.
+fn oracle(s: &mut String, res: &Results, evald: &[&TimestepResult]) {
+    if res.summary.topics_oracle.is_empty() {
+        return;
     }
+    let _ = writeln!(s, "### Clustering alone: perfect detection\n");
     let _ = writeln!(
         s,
-        "The precision–recall plot (`topics_pr.svg`) shows, per method, the interpolated \
-         pairwise precision (largest precision of a sweep point with at least that recall) at \
-         recall 0, 0.05, …, 1, averaged over the {} evaluated timesteps.\n",
-        evald.len()
+        "Exactly the truly novel documents, clustered by DICTCLUST and by k-means (same \
+         parameters and seeds as above): F1 (P / R). Separates the clustering from the \
+         detection; not a method of the paper.\n"
     );
-    // the daemon's topic stage
-    let costs: Vec<(usize, &super::super::topics::DaemonTopicCost)> = evald
+    let keys = [("dict", "DICTCLUST"), ("km", "k-means")];
+    let cell = |p: Option<(f64, f64, f64)>| {
+        p.map_or("–".into(), |(f, pr, r)| {
+            format!("{f:.3} ({pr:.2} / {r:.2})")
+        })
+    };
+    let mut rows: Vec<Vec<String>> = evald
+        .iter()
+        .map(|t| {
+            let o = &t.topics.as_ref().expect("topics").oracle;
+            let mut r = vec![t.index.to_string()];
+            r.extend(
+                keys.iter()
+                    .map(|(k, _)| cell(o.get(*k).map(|p| (p.f1, p.precision, p.recall)))),
+            );
+            r
+        })
+        .collect();
+    let mut avg = vec!["Avg.".to_string()];
+    avg.extend(keys.iter().map(|(k, _)| {
+        cell(
+            res.summary
+                .topics_oracle
+                .get(*k)
+                .map(|x| (x.mean_f1, x.mean_precision, x.mean_recall)),
+        )
+    }));
+    rows.push(avg);
+    let mut head = vec!["Timestep".to_string()];
+    head.extend(keys.iter().map(|(_, t)| t.to_string()));
+    table(s, &head, &rows);
+}
+
+/// The daemon's topic stage (ℓ1-online's `Model::step`) per evaluated timestep: novel
+/// documents, topics, seconds of the stage and of the rest, its share; then its share over all
+/// timesteps. Nothing when no timestep measured it.
+fn daemon_cost(s: &mut String, res: &Results, evald: &[&TimestepResult]) {
+    let costs: Vec<(usize, &DaemonTopicCost)> = evald
         .iter()
         .filter_map(|t| Some((t.index, t.topics.as_ref()?.daemon.as_ref()?)))
         .collect();
-    if !costs.is_empty() {
-        let _ = writeln!(s, "### Cost of the daemon's topic stage\n");
+    if costs.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "### Cost of the daemon's topic stage\n");
+    let _ = writeln!(
+        s,
+        "ℓ1-online's `Model::step` (what the daemon runs) with its own threshold rule: \
+         DICTCLUST on the documents it marked novel (`StepStats.seconds_topics`) against \
+         the rest of the timestep (vectorise + coding + dictionary update).\n"
+    );
+    let rows: Vec<Vec<String>> = costs
+        .iter()
+        .map(|(i, d)| {
+            let all = d.seconds_topics + d.seconds_rest;
+            vec![
+                i.to_string(),
+                d.novel.to_string(),
+                d.topics.to_string(),
+                fsec(Some(d.seconds_topics)),
+                fsec(Some(d.seconds_rest)),
+                if all > 0.0 {
+                    format!("{:.1}%", 100.0 * d.seconds_topics / all)
+                } else {
+                    "–".into()
+                },
+            ]
+        })
+        .collect();
+    table(
+        s,
+        &[
+            "Timestep".into(),
+            "novel (daemon)".into(),
+            "topics".into(),
+            "s topics".into(),
+            "s rest".into(),
+            "topics share of the timestep".into(),
+        ],
+        &rows,
+    );
+    if let Some(x) = res.summary.daemon_topic_seconds_share {
         let _ = writeln!(
             s,
-            "ℓ1-online's `Model::step` (what the daemon runs) with its own threshold rule: \
-             DICTCLUST on the documents it marked novel (`StepStats.seconds_topics`) against \
-             the rest of the timestep (vectorise + coding + dictionary update).\n"
+            "Over all evaluated timesteps the topic stage is {:.1}% of the daemon's \
+             timestep time ({:.1}% on top of the rest).\n",
+            100.0 * x,
+            100.0 * x / (1.0 - x).max(f64::MIN_POSITIVE)
         );
-        let rows: Vec<Vec<String>> = costs
-            .iter()
-            .map(|(i, d)| {
-                let all = d.seconds_topics + d.seconds_rest;
-                vec![
-                    i.to_string(),
-                    d.novel.to_string(),
-                    d.topics.to_string(),
-                    fsec(Some(d.seconds_topics)),
-                    fsec(Some(d.seconds_rest)),
-                    if all > 0.0 {
-                        format!("{:.1}%", 100.0 * d.seconds_topics / all)
-                    } else {
-                        "–".into()
-                    },
-                ]
-            })
-            .collect();
-        table(
-            s,
-            &[
-                "Timestep".into(),
-                "novel (daemon)".into(),
-                "topics".into(),
-                "s topics".into(),
-                "s rest".into(),
-                "topics share of the timestep".into(),
-            ],
-            &rows,
-        );
-        if let Some(x) = res.summary.daemon_topic_seconds_share {
-            let _ = writeln!(
-                s,
-                "Over all evaluated timesteps the topic stage is {:.1}% of the daemon's \
-                 timestep time ({:.1}% on top of the rest).\n",
-                100.0 * x,
-                100.0 * x / (1.0 - x).max(f64::MIN_POSITIVE)
-            );
-        }
     }
 }
