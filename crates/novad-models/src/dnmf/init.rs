@@ -61,8 +61,9 @@ pub(super) fn init_emerging(
 
 /// Residual-seeded emerging rows: each emerging row becomes 0.9 · (a new document's vector,
 /// normalised to sum 1) + 0.1 · (its random distribution), the document drawn (without
-/// repetition) with probability ∝ ρ⁴, ρ = its relative residual under the previous topics — so
-/// the injected bandwidth starts on what the evolving set explains worst.
+/// repetition) with probability ∝ r², r = its relative residual ‖x − x̂‖² / ‖x‖² under the
+/// previous topics (`rho`, from `row_residuals`; so ∝ ρ⁴ in the norm ratio ρ) — so the
+/// injected bandwidth starts on what the evolving set explains worst.
 pub(super) fn seed_emerging(
     x: &Csr,
     h: &mut [f64],
