@@ -140,21 +140,9 @@ pub fn get_tagged(
     token: &str,
     headers: &[(&str, &str)],
 ) -> (u16, Option<String>, String) {
-    let mut r = agent()
-        .get(format!("{base}{path}"))
-        .header("Authorization", format!("Bearer {token}"));
-    for (k, v) in headers {
-        r = r.header(*k, *v);
-    }
-    let mut resp = r.call().expect("HTTP request");
-    let status = resp.status().as_u16();
-    let etag = resp
-        .headers()
-        .get("etag")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let body = resp.body_mut().read_to_string().unwrap_or_default();
-    (status, etag, body)
+    let (status, heads, body) = get_raw(base, path, token, headers);
+    let etag = header(&heads, "etag").map(str::to_string);
+    (status, etag, String::from_utf8(body).unwrap_or_default())
 }
 
 /// GET a JSON API path with the token; panics unless 200.
