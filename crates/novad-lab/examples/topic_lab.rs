@@ -63,17 +63,7 @@ fn main() {
         let keep: Vec<usize> = (0..ts.docs.len())
             .filter(|&i| !vb.vectors[i].is_empty())
             .collect();
-        let mut groups: HashMap<&str, usize> = HashMap::new();
-        let truth: Vec<Option<usize>> = keep
-            .iter()
-            .map(|&i| {
-                let d = &ts.docs[i];
-                d.novel.then(|| {
-                    let n = groups.len();
-                    *groups.entry(d.label.as_str()).or_insert(n)
-                })
-            })
-            .collect();
+        let truth = ts.novel_groups(&keep);
         let docs: Vec<SparseDoc> = keep.iter().map(|&i| vb.vectors[i].clone()).collect();
         let unseen: Vec<f64> = docs
             .iter()

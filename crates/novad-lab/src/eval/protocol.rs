@@ -58,6 +58,22 @@ impl Timestep {
     pub fn n_novel(&self) -> usize {
         self.docs.iter().filter(|d| d.novel).count()
     }
+
+    /// The emerging-topic truth of the documents `idx` names, in that order: a novel
+    /// document's new group (its label, numbered 0, 1, … in order of first appearance among
+    /// them), `None` for a non-novel one.
+    pub fn novel_groups(&self, idx: &[usize]) -> Vec<Option<usize>> {
+        let mut groups: std::collections::HashMap<&str, usize> = Default::default();
+        idx.iter()
+            .map(|&i| {
+                let d = &self.docs[i];
+                d.novel.then(|| {
+                    let n = groups.len();
+                    *groups.entry(d.label.as_str()).or_insert(n)
+                })
+            })
+            .collect()
+    }
 }
 
 /// A whole evaluation stream. Timestep 0 is the bootstrap.
@@ -436,6 +452,35 @@ pub fn parse_jsonl_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn novel_groups_number_new_labels_by_first_appearance_among_the_chosen() {
+        let doc = |label: &str, novel: bool| EvalDoc {
+            text: String::new(),
+            label: label.into(),
+            novel,
+            source: String::new(),
+        };
+        let ts = Timestep {
+            name: "t".into(),
+            bootstrap: false,
+            new_labels: vec![],
+            docs: vec![
+                doc("sci.space", true),
+                doc("rec.autos", false),
+                doc("talk.politics", true),
+                doc("sci.space", true),
+                doc("misc.forsale", true),
+            ],
+        };
+        assert_eq!(
+            ts.novel_groups(&[0, 1, 2, 3]),
+            vec![Some(0), None, Some(1), Some(0)]
+        );
+        // only the chosen documents count, in the order given
+        assert_eq!(ts.novel_groups(&[4, 2, 1]), vec![Some(0), Some(1), None]);
+        assert!(ts.novel_groups(&[]).is_empty());
+    }
 
     fn post(group: &str, number: u64) -> Post {
         Post {

@@ -2,7 +2,7 @@
 //! emerging-topic step, the per-document score rows of scores.jsonl and the timestep's
 //! record in results.json.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use indicatif::ProgressBar;
 
@@ -165,18 +165,7 @@ fn topic_step(
 ) -> TopicStep {
     let (t, ts) = (b.t, b.ts);
     // truth: the new group of every truly novel non-empty document
-    let mut groups: HashMap<&str, usize> = HashMap::new();
-    let truth: Vec<Option<usize>> = kept
-        .idx
-        .iter()
-        .map(|&i| {
-            let d = &ts.docs[i];
-            d.novel.then(|| {
-                let n = groups.len();
-                *groups.entry(d.label.as_str()).or_insert(n)
-            })
-        })
-        .collect();
+    let truth = ts.novel_groups(&kept.idx);
     let docs: Vec<SparseDoc> = kept.idx.iter().map(|&i| b.vb.vectors[i].clone()).collect();
     let pick = |c: Column| scores.get(&c).map(|s| kept.rounded(s, args.round));
     let (l1, nn_s) = (pick(Column::L1Online), pick(Column::Nn));
@@ -195,7 +184,7 @@ fn topic_step(
     let oracle = evaluate_oracle(&input, tp);
     TopicStep {
         truly_novel: truth.iter().filter(|x| x.is_some()).count(),
-        true_topics: groups.len(),
+        true_topics: truth.iter().flatten().max().map_or(0, |&g| g + 1),
         methods,
         oracle,
         daemon: None,
