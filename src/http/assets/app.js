@@ -314,12 +314,13 @@
         await Promise.all([loadTopics(), loadNovel(true)]);
       } while (again);
     } catch (e) {
-      again = false;
       setLive(false, "error");
       toast(e.message);
     } finally {
       busy = false;
       document.querySelector("main").removeAttribute("aria-busy");
+      // a refresh asked for while one failed still runs (once: a failing one asks for none)
+      if (again) { again = false; setTimeout(refreshAll, 0); }
       if (!document.body.dataset.ready) document.body.dataset.readyMs = String(Math.round(performance.now()));
       document.body.dataset.ready = "1";
     }
