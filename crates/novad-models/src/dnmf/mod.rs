@@ -7,12 +7,14 @@
 //! - [`hp`]: HP trend filter and the trend-slope operator.
 //! - [`weight`]: the paper's 1 + log₂ TF · log₂ IDF, unit-ℓ2 document vectors.
 //! - [`factorize`]: the BCD of one timestep; `init`: the starting point of its emerging topics.
-//! - [`model`]: the streaming model ([`DnmfModel`]) and its timestep; `parts`: its persisted
+//! - [`model`]: the streaming model ([`DnmfModel`]) and its timestep; `fit`: the timestep's
+//!   reading of its factorisation (verdicts, topic report, retirement); `parts`: its persisted
 //!   state as named parts and the checked rebuild from them.
 //!
 //! Numerics: f64 throughout the computation; the persisted W and H are f32.
 
 pub mod factorize;
+mod fit;
 pub mod hp;
 mod init;
 pub mod model;

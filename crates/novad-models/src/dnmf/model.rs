@@ -17,11 +17,12 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::factorize::{factorize, nnls_rows, row_residuals, Csr, Settings, Temporal};
+use super::fit::{dominant_topics, empty_verdict, fresh_topics, Fit};
 use super::hp::{hinge_weights, slope_operator};
 use super::init::{init_emerging, seed_emerging};
 use super::params::DnmfParams;
 use super::weight::weigh;
-use crate::model::{EngineError, ParamsError, StepOutput, StepStats, Topic, TopicKind, Verdict};
+use crate::model::{EngineError, ParamsError, StepOutput, StepStats, Topic, Verdict};
 use crate::text::{Remap, SparseDoc, Tokenizer, Vocabulary};
 
 /// One topic of the model.
@@ -105,6 +106,80 @@ impl DnmfModel {
         let t0 = Instant::now();
         let p = &self.params;
         let ts = self.timestep;
+        let mut batch = self.vectorize(texts, t0);
+        let n_new = batch.batch_pos.len();
+        let k_ev = self.topics.len();
+        let bootstrap = k_ev == 0;
+
+        // Nothing to factorise: no new document, or (before any topic exists) no document with
+        // weight — e.g. a single first document (IDF 0) or terms all below `min_df`.
+        let no_signal = batch.x.val.iter().all(|&v| v == 0.0);
+        if n_new == 0 || (bootstrap && no_signal) {
+            return Ok(self.idle_step(batch));
+        }
+
+        // Topics of this timestep: evolving (previous) + emerging (B, or the initial K).
+        let b = if bootstrap {
+            p.initial_topics
+        } else {
+            p.emerging
+        };
+        let k = k_ev + b;
+        let mut start = self.starting_point(&batch, k);
+        self.factorise(&mut batch, &mut start, k)?;
+
+        // Round to the stored precision; everything below uses the rounded factors.
+        let w: Vec<f64> = start.w.iter().map(|&v| v as f32 as f64).collect();
+        self.add_emerging_topics(&mut batch.topics, &start.h, k, batch.vocab.len());
+        let next_id = self.next_id + b as u32;
+        let dominant = dominant_topics(&batch, &w, k);
+        let fresh = fresh_topics(&dominant, &start.rho, k_ev, k, bootstrap, p.fresh_residual);
+        let fit = Fit {
+            w,
+            h: start.h,
+            k,
+            k_ev,
+            bootstrap,
+            dominant,
+            fresh,
+        };
+
+        let t2 = Instant::now();
+        let verdicts = fit.verdicts(&batch, p.top_terms.min(10));
+        for &i in fit.dominant.iter().flatten() {
+            batch.topics[i].last_active = ts;
+        }
+        let report = fit.report(&batch, &verdicts, p.top_terms);
+        batch.stats.novel = verdicts.iter().filter(|v| v.novel).count();
+        batch.stats.topics = report.len();
+        batch.stats.atoms_injected = b;
+
+        let kept = fit.retained(&batch, p, ts);
+        batch.stats.atoms_retired = k - kept.len();
+        batch.stats.atoms = kept.len();
+        let topics: Vec<TopicState> = kept.iter().map(|&i| batch.topics[i].clone()).collect();
+        let new_weights = fit.window_weights(&batch.window, &kept);
+        batch.stats.seconds_topics = t2.elapsed().as_secs_f64();
+        let next = DnmfModel {
+            params: p.clone(),
+            vocab: batch.vocab,
+            timestep: ts + 1,
+            next_id,
+            window: batch.window,
+            weights: new_weights,
+            topics,
+        };
+        Ok((next, output(verdicts, report, batch.stats)))
+    }
+
+    /// Tokenises the batch into a copy of the vocabulary, moves the window on by one timestep
+    /// (older documents re-indexed to the new vocabulary, this batch's non-empty documents
+    /// appended, the steps beyond ω dropped together with their weights), re-indexes the
+    /// topics and builds X over the window. The returned statistics are complete up to the
+    /// factorisation; `seconds_vectorize` is the time since `t0`, taken once X is built.
+    fn vectorize(&self, texts: &[&str], t0: Instant) -> Batch {
+        let p = &self.params;
+        let ts = self.timestep;
         let tok = self.tokenizer();
         let tokens: Vec<Vec<String>> = texts.iter().map(|t| tok.tokens(t)).collect();
         let mut vocab = self.vocab.clone();
@@ -133,9 +208,8 @@ impl DnmfModel {
             window.pop_front();
             weights.remove(0);
         }
-        let k_ev = self.topics.len();
-        let bootstrap = k_ev == 0;
-        let mut topics: Vec<TopicState> = self
+        let bootstrap = self.topics.is_empty();
+        let topics: Vec<TopicState> = self
             .topics
             .iter()
             .map(|t| TopicState {
@@ -144,29 +218,9 @@ impl DnmfModel {
             })
             .collect();
 
-        // X over the window, rows oldest first.
-        let mut x = Csr {
-            cols: d,
-            ptr: vec![0],
-            ..Default::default()
-        };
-        let mut step_of = Vec::new();
-        let mut vecs: Vec<SparseDoc> = Vec::new();
-        for (s, w) in window.iter().enumerate() {
-            for c in &w.docs {
-                let v = weigh(c, &vocab, p.min_df);
-                x.idx.extend_from_slice(&v.ids);
-                x.val.extend_from_slice(&v.vals);
-                x.ptr.push(x.idx.len());
-                step_of.push(s);
-                vecs.push(v);
-            }
-        }
-        let n = x.rows();
+        let (x, step_of, vecs) = weigh_window(&window, &vocab, p.min_df);
         let n_new = batch_pos.len();
-        let first_new = n - n_new;
-        let t_steps = window.len();
-        let mut stats = StepStats {
+        let stats = StepStats {
             timestep: ts,
             docs: texts.len(),
             empty: texts.len() - n_new,
@@ -177,53 +231,84 @@ impl DnmfModel {
             seconds_vectorize: t0.elapsed().as_secs_f64(),
             ..Default::default()
         };
-
-        // Nothing to factorise: no new document, or (before any topic exists) no document with
-        // weight — e.g. a single first document (IDF 0) or terms all below `min_df`. Topics stay
-        // as they are (none before bootstrap); the window moves on with an empty step, so no
-        // document without weights enters it.
-        let no_signal = x.val.iter().all(|&v| v == 0.0);
-        if n_new == 0 || (bootstrap && no_signal) {
-            if let Some(last) = window.back_mut() {
-                last.docs.clear();
-            }
-            let weights = if bootstrap {
-                window.iter().map(|_| Vec::new()).collect()
-            } else {
-                let mut w = weights;
-                w.push(Vec::new());
-                w
-            };
-            stats.bootstrap = false;
-            stats.atoms = topics.len();
-            let verdicts = (0..texts.len())
-                .map(|i| Verdict {
-                    empty: counts[i].is_empty(),
-                    ..empty_verdict()
-                })
-                .collect();
-            let next = DnmfModel {
-                params: p.clone(),
-                vocab,
-                timestep: ts + 1,
-                next_id: self.next_id,
-                weights,
-                window,
-                topics,
-            };
-            return Ok((next, output(verdicts, Vec::new(), stats)));
+        Batch {
+            vocab,
+            counts,
+            window,
+            weights,
+            topics,
+            batch_pos,
+            x,
+            step_of,
+            vecs,
+            stats,
         }
+    }
 
-        // Topics of this timestep: evolving (previous) + emerging (B, or the initial K).
-        let b = if bootstrap {
-            p.initial_topics
+    /// The timestep when there is nothing to factorise: the topics stay as they are (none
+    /// before bootstrap), the window moves on with an empty step (so no document without
+    /// weights enters it), and every verdict is the empty one (`empty` set for the empty
+    /// documents).
+    fn idle_step(&self, batch: Batch) -> (DnmfModel, StepOutput) {
+        let Batch {
+            vocab,
+            counts,
+            mut window,
+            weights,
+            topics,
+            mut stats,
+            ..
+        } = batch;
+        let bootstrap = self.topics.is_empty();
+        if let Some(last) = window.back_mut() {
+            last.docs.clear();
+        }
+        let weights = if bootstrap {
+            window.iter().map(|_| Vec::new()).collect()
         } else {
-            p.emerging
+            let mut w = weights;
+            w.push(Vec::new());
+            w
         };
-        let k = k_ev + b;
+        stats.bootstrap = false;
+        stats.atoms = topics.len();
+        let verdicts = (0..stats.docs)
+            .map(|i| Verdict {
+                empty: counts[i].is_empty(),
+                ..empty_verdict()
+            })
+            .collect();
+        let next = DnmfModel {
+            params: self.params.clone(),
+            vocab,
+            timestep: self.timestep + 1,
+            next_id: self.next_id,
+            weights,
+            window,
+            topics,
+        };
+        (next, output(verdicts, Vec::new(), stats))
+    }
+
+    /// The starting point of the factorisation with `k` topics, evolving ones first. H: the
+    /// evolving rows are the previous distributions (renormalised after eviction), the
+    /// emerging rows random points of the simplex, then (with `seeded_init`) seeded from the
+    /// poorly explained new documents. W: old documents keep their weights on evolving topics
+    /// (W11) and start at 0 on the emerging ones (W12); new documents get NNLS weights on the
+    /// evolving topics (W21) and random weights on the emerging ones scaled by the best α
+    /// (W22). The random numbers are drawn from the timestep's seed in exactly that order.
+    fn starting_point(&self, batch: &Batch, k: usize) -> Start {
+        let p = &self.params;
+        let ts = self.timestep;
+        let k_ev = self.topics.len();
+        let x = &batch.x;
+        let d = batch.vocab.len();
+        let n = x.rows();
+        let n_new = batch.batch_pos.len();
+        let first_new = n - n_new;
         let mut rng =
             ChaCha8Rng::seed_from_u64(p.seed ^ (ts + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let prev: Vec<Vec<f64>> = topics.iter().map(|t| dense_row(&t.row, d)).collect();
+        let prev: Vec<Vec<f64>> = batch.topics.iter().map(|t| dense_row(&t.row, d)).collect();
         let mut h = vec![0.0; k * d];
         for (i, r) in prev.iter().enumerate() {
             h[i * d..(i + 1) * d].copy_from_slice(r);
@@ -239,41 +324,32 @@ impl DnmfModel {
                 *v /= s.max(1e-300);
             }
         }
-        // W: old documents keep their weights on evolving topics (W11) and start at 0 on the
-        // emerging ones (W12); new documents get NNLS weights on the evolving topics (W21) and
-        // random weights on the emerging ones scaled by the best α (W22).
-        let mut w = vec![0.0; n * k];
-        {
-            let mut r = 0;
-            for (s, ws) in weights.iter().enumerate() {
-                let nd = window[s].docs.len();
-                if s + 1 == t_steps {
-                    break;
-                }
-                for dd in 0..nd {
-                    for i in 0..k_ev {
-                        w[(r + dd) * k + i] = ws.get(dd * k_ev + i).copied().unwrap_or(0.0) as f64;
-                    }
-                }
-                r += nd;
-            }
-        }
+        let mut w = carried_weights(batch, n, k, k_ev);
         if k_ev > 0 && n_new > 0 {
-            nnls_rows(&x, &h, &mut w, k, first_new..n, 0..k_ev, p.init_sweeps);
+            nnls_rows(x, &h, &mut w, k, first_new..n, 0..k_ev, p.init_sweeps);
         }
         // How badly the previous topics alone explain each new document (1 before any topic).
         let rho = if k_ev > 0 {
-            row_residuals(&x, &h, &w, k, first_new..n, 0..k_ev)
+            row_residuals(x, &h, &w, k, first_new..n, 0..k_ev)
         } else {
             vec![1.0; n_new]
         };
         if p.seeded_init && n_new > 0 {
-            seed_emerging(&x, &mut h, k_ev, k, first_new, &rho, &mut rng);
+            seed_emerging(x, &mut h, k_ev, k, first_new, &rho, &mut rng);
         }
-        init_emerging(&x, &h, &mut w, k, k_ev, first_new..n, &mut rng);
+        init_emerging(x, &h, &mut w, k, k_ev, first_new..n, &mut rng);
+        Start { prev, w, h, rho }
+    }
 
+    /// Runs the temporally regularised factorisation of the window from `start` (W and H
+    /// updated in place) and records its time and iterations in the batch's statistics.
+    /// Fails if a factor is not finite.
+    fn factorise(&self, batch: &mut Batch, start: &mut Start, k: usize) -> Result<(), EngineError> {
+        let p = &self.params;
+        let bootstrap = self.topics.is_empty();
+        let t_steps = batch.window.len();
         let temporal = Temporal {
-            step: step_of.clone(),
+            step: batch.step_of.clone(),
             n_steps: t_steps,
             slope: slope_operator(t_steps, p.trend_lambda),
             weights: hinge_weights(t_steps),
@@ -287,15 +363,29 @@ impl DnmfModel {
             pg_iter: p.pg_iterations,
         };
         let t1 = Instant::now();
-        let fs = factorize(&x, &temporal, &prev, &settings, &mut w, &mut h, k);
-        stats.seconds_update = t1.elapsed().as_secs_f64();
-        stats.mean_iterations = fs.iterations as f64;
-        if w.iter().chain(h.iter()).any(|v| !v.is_finite()) {
+        let fs = factorize(
+            &batch.x,
+            &temporal,
+            &start.prev,
+            &settings,
+            &mut start.w,
+            &mut start.h,
+            k,
+        );
+        batch.stats.seconds_update = t1.elapsed().as_secs_f64();
+        batch.stats.mean_iterations = fs.iterations as f64;
+        if start.w.iter().chain(start.h.iter()).any(|v| !v.is_finite()) {
             return Err(EngineError::NonFinite("dynamic NMF factors"));
         }
+        Ok(())
+    }
 
-        // Round to the stored precision; everything below uses the rounded factors.
-        let w: Vec<f64> = w.iter().map(|&v| v as f32 as f64).collect();
+    /// Appends the emerging topics (rows `k_ev..k` of H) to `topics`, born now with ids from
+    /// the model's next id on, and sets every topic's word distribution to its row of H
+    /// rounded to f32 (zeros dropped).
+    fn add_emerging_topics(&self, topics: &mut Vec<TopicState>, h: &[f64], k: usize, d: usize) {
+        let ts = self.timestep;
+        let k_ev = self.topics.len();
         for i in k_ev..k {
             topics.push(TopicState {
                 id: self.next_id + (i - k_ev) as u32,
@@ -307,188 +397,88 @@ impl DnmfModel {
         for (i, t) in topics.iter_mut().enumerate() {
             t.row = sparse_row(&h[i * d..(i + 1) * d]);
         }
-        let next_id = self.next_id + b as u32;
-
-        // Dominant topic of each new document.
-        let dominant: Vec<Option<usize>> = (0..n_new)
-            .map(|q| {
-                let r = first_new + q;
-                let wr = &w[r * k..(r + 1) * k];
-                if vecs[r].is_empty() || wr.iter().sum::<f64>() <= 0.0 {
-                    return None;
-                }
-                let mut best = 0;
-                for i in 1..k {
-                    if wr[i] > wr[best] {
-                        best = i;
-                    }
-                }
-                Some(best)
-            })
-            .collect();
-        // An emerging topic is a new theme (its documents novel) when the previous topics
-        // explained its documents badly: mean relative residual ≥ fresh_residual. Otherwise
-        // it is a split of existing themes (NMF uses spare bandwidth to split drifting
-        // topics).
-        let fresh: Vec<bool> = (0..k)
-            .map(|i| {
-                if bootstrap || i < k_ev {
-                    return false;
-                }
-                let members: Vec<f64> = (0..n_new)
-                    .filter(|&q| dominant[q] == Some(i))
-                    .map(|q| rho[q])
-                    .collect();
-                !members.is_empty()
-                    && members.iter().sum::<f64>() / members.len() as f64 >= p.fresh_residual
-            })
-            .collect();
-
-        // Verdicts of the batch.
-        let t2 = Instant::now();
-        let mut verdicts: Vec<Verdict> = texts.iter().map(|_| empty_verdict()).collect();
-        for (q, &pos) in batch_pos.iter().enumerate() {
-            let r = first_new + q;
-            let wr = &w[r * k..(r + 1) * k];
-            let total: f64 = wr.iter().sum();
-            let v = &mut verdicts[pos];
-            v.empty = false;
-            v.bootstrap = bootstrap;
-            let Some(best) = dominant[q] else { continue };
-            let em: f64 = (k_ev..k).filter(|&i| fresh[i]).map(|i| wr[i]).sum();
-            v.score = if bootstrap {
-                0.0
-            } else {
-                (em / total).clamp(0.0, 1.0)
-            };
-            v.novel = fresh[best];
-            v.terms = why_terms(
-                &vecs[r],
-                &h[best * d..(best + 1) * d],
-                &vocab,
-                p.top_terms.min(10),
-            );
-        }
-        for &i in dominant.iter().flatten() {
-            topics[i].last_active = ts;
-        }
-
-        // Topic report: every topic dominant for at least one document of the batch.
-        let step_totals: Vec<f64> = (0..t_steps)
-            .map(|s| {
-                (0..n)
-                    .filter(|&r| step_of[r] == s)
-                    .map(|r| w[r * k..(r + 1) * k].iter().sum::<f64>())
-                    .sum()
-            })
-            .collect();
-        let mut report = Vec::new();
-        for i in 0..k {
-            let members: Vec<usize> = (0..n_new)
-                .filter(|&q| dominant[q] == Some(i))
-                .map(|q| batch_pos[q])
-                .collect();
-            if members.is_empty() {
-                continue;
-            }
-            let mut col_step = vec![0.0; t_steps];
-            for r in 0..n {
-                col_step[step_of[r]] += w[r * k + i];
-            }
-            let profile: Vec<f32> = col_step
-                .iter()
-                .zip(&step_totals)
-                .map(|(a, t)| if *t > 0.0 { (a / t) as f32 } else { 0.0 })
-                .collect();
-            let strength = *profile.last().unwrap_or(&0.0) as f64;
-            let mut reps: Vec<(usize, f64)> = (0..n_new)
-                .filter(|&q| dominant[q] == Some(i))
-                .map(|q| (batch_pos[q], w[(first_new + q) * k + i]))
-                .collect();
-            reps.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            let mean_score =
-                members.iter().map(|&m| verdicts[m].score).sum::<f64>() / members.len() as f64;
-            report.push(Topic {
-                atom: topics[i].id,
-                terms: top_terms(&topics[i].row, p.top_terms),
-                members,
-                atom_vector: Vec::new(),
-                representatives: reps.iter().take(3).map(|r| r.0).collect(),
-                mean_score,
-                kind: if i >= k_ev {
-                    TopicKind::Emerging
-                } else {
-                    TopicKind::Evolving
-                },
-                strength,
-                profile,
-            });
-        }
-        report.sort_by(|a, b| {
-            let ka = a.kind == TopicKind::Emerging;
-            let kb = b.kind == TopicKind::Emerging;
-            kb.cmp(&ka)
-                .then(b.strength.total_cmp(&a.strength))
-                .then(a.atom.cmp(&b.atom))
-        });
-        stats.novel = verdicts.iter().filter(|v| v.novel).count();
-        stats.topics = report.len();
-        stats.atoms_injected = b;
-
-        // Retirement: inactive for `retire_after` timesteps, then the weakest over the bound.
-        let mut keep = vec![true; k];
-        if p.retire_after > 0 {
-            for (i, t) in topics.iter().enumerate() {
-                if ts.saturating_sub(t.last_active) >= p.retire_after {
-                    keep[i] = false;
-                }
-            }
-        }
-        let cap = p.max_topics - p.emerging;
-        let col_mass: Vec<f64> = (0..k).map(|i| (0..n).map(|r| w[r * k + i]).sum()).collect();
-        let mut order: Vec<usize> = (0..k).filter(|&i| keep[i]).collect();
-        if order.len() > cap {
-            order.sort_by(|&a, &b| col_mass[a].total_cmp(&col_mass[b]).then(a.cmp(&b)));
-            let excess = order.len() - cap;
-            for &i in order.iter().take(excess) {
-                keep[i] = false;
-            }
-        }
-        if !keep.iter().any(|&x| x) {
-            // never drop every topic: keep the strongest
-            let best = (0..k)
-                .max_by(|&a, &b| col_mass[a].total_cmp(&col_mass[b]))
-                .unwrap_or(0);
-            keep[best] = true;
-        }
-        let kept: Vec<usize> = (0..k).filter(|&i| keep[i]).collect();
-        stats.atoms_retired = k - kept.len();
-        stats.atoms = kept.len();
-        let topics: Vec<TopicState> = kept.iter().map(|&i| topics[i].clone()).collect();
-        let mut new_weights = Vec::with_capacity(t_steps);
-        let mut r = 0;
-        for ws in window.iter() {
-            let mut m = Vec::with_capacity(ws.docs.len() * kept.len());
-            for dd in 0..ws.docs.len() {
-                for &i in &kept {
-                    m.push(w[(r + dd) * k + i] as f32);
-                }
-            }
-            r += ws.docs.len();
-            new_weights.push(m);
-        }
-        stats.seconds_topics = t2.elapsed().as_secs_f64();
-        let next = DnmfModel {
-            params: p.clone(),
-            vocab,
-            timestep: ts + 1,
-            next_id,
-            window,
-            weights: new_weights,
-            topics,
-        };
-        Ok((next, output(verdicts, report, stats)))
     }
+}
+
+/// This timestep's view of the stream: the vocabulary after the batch, the window moved on
+/// by one step, the previous topics re-indexed to the vocabulary, and X over the window.
+pub(super) struct Batch {
+    pub(super) vocab: Vocabulary,
+    /// (term id, count) pairs of every text of the batch, in batch order.
+    pub(super) counts: Vec<Vec<(u32, u32)>>,
+    pub(super) window: VecDeque<WindowStep>,
+    /// W of the window steps before this batch's, oldest first.
+    pub(super) weights: Vec<Vec<f32>>,
+    pub(super) topics: Vec<TopicState>,
+    /// Batch positions of the non-empty documents: the rows of X after the older steps'.
+    pub(super) batch_pos: Vec<usize>,
+    /// The window's weighted documents, rows oldest first.
+    pub(super) x: Csr,
+    /// Window step of each row of X.
+    pub(super) step_of: Vec<usize>,
+    /// Each row of X as a document vector.
+    pub(super) vecs: Vec<SparseDoc>,
+    pub(super) stats: StepStats,
+}
+
+/// The factors the factorisation starts from (and, after it, its result).
+struct Start {
+    /// The previous topics' distributions over the current vocabulary (the δ-box centres).
+    prev: Vec<Vec<f64>>,
+    /// W, n × k row-major.
+    w: Vec<f64>,
+    /// H, k × d row-major.
+    h: Vec<f64>,
+    /// Relative residual of each new document under the previous topics alone.
+    rho: Vec<f64>,
+}
+
+/// X over the window, rows oldest first (each document weighed against `vocab`), with the
+/// window step of each row and each row as a document vector.
+fn weigh_window(
+    window: &VecDeque<WindowStep>,
+    vocab: &Vocabulary,
+    min_df: u64,
+) -> (Csr, Vec<usize>, Vec<SparseDoc>) {
+    let mut x = Csr {
+        cols: vocab.len(),
+        ptr: vec![0],
+        ..Default::default()
+    };
+    let mut step_of = Vec::new();
+    let mut vecs: Vec<SparseDoc> = Vec::new();
+    for (s, w) in window.iter().enumerate() {
+        for c in &w.docs {
+            let v = weigh(c, vocab, min_df);
+            x.idx.extend_from_slice(&v.ids);
+            x.val.extend_from_slice(&v.vals);
+            x.ptr.push(x.idx.len());
+            step_of.push(s);
+            vecs.push(v);
+        }
+    }
+    (x, step_of, vecs)
+}
+
+/// W's starting rows for the documents of the older window steps (n × k, zero elsewhere):
+/// their stored weights on the `k_ev` evolving topics, 0 where none is stored.
+fn carried_weights(batch: &Batch, n: usize, k: usize, k_ev: usize) -> Vec<f64> {
+    let t_steps = batch.window.len();
+    let mut w = vec![0.0; n * k];
+    let mut r = 0;
+    for (s, ws) in batch.weights.iter().enumerate() {
+        let nd = batch.window[s].docs.len();
+        if s + 1 == t_steps {
+            break;
+        }
+        for dd in 0..nd {
+            for i in 0..k_ev {
+                w[(r + dd) * k + i] = ws.get(dd * k_ev + i).copied().unwrap_or(0.0) as f64;
+            }
+        }
+        r += nd;
+    }
+    w
 }
 
 fn output(verdicts: Vec<Verdict>, topics: Vec<Topic>, stats: StepStats) -> StepOutput {
@@ -500,17 +490,6 @@ fn output(verdicts: Vec<Verdict>, topics: Vec<Topic>, stats: StepStats) -> StepO
         stats,
         hybrid: Vec::new(),
         seconds_hybrid: 0.0,
-    }
-}
-
-fn empty_verdict() -> Verdict {
-    Verdict {
-        score: 0.0,
-        novel: false,
-        bootstrap: false,
-        empty: true,
-        at_ceiling: false,
-        terms: Vec::new(),
     }
 }
 
@@ -554,28 +533,5 @@ fn sparse_row(h: &[f64]) -> Vec<(u32, f32)> {
             let f = v as f32;
             (f > 0.0).then_some((j as u32, f))
         })
-        .collect()
-}
-
-fn top_terms(row: &[(u32, f32)], n: usize) -> Vec<(u32, f32)> {
-    let mut v = row.to_vec();
-    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    v.truncate(n);
-    v
-}
-
-/// The document's terms that its dominant topic explains best (x_j · h_j), largest first.
-fn why_terms(doc: &SparseDoc, h: &[f64], vocab: &Vocabulary, n: usize) -> Vec<(String, f64)> {
-    let mut v: Vec<(u32, f64)> = doc
-        .ids
-        .iter()
-        .zip(&doc.vals)
-        .map(|(&id, &x)| (id, x * h[id as usize]))
-        .filter(|p| p.1 > 0.0)
-        .collect();
-    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    v.truncate(n);
-    v.into_iter()
-        .map(|(id, s)| (vocab.term(id).to_string(), s))
         .collect()
 }
