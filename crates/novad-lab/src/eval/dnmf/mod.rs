@@ -276,8 +276,9 @@ impl Truth {
                 ev.push(Some(e));
                 all_tokens.push((e, tk));
             }
-            // event centroids over everything so far, in the current vocabulary
-            let mut sums: Vec<HashMap<u32, f64>> = vec![HashMap::new(); names.len()];
+            // event centroids over everything so far, in the current vocabulary; by term id,
+            // so that every sum is taken in one order (the same digits on every run)
+            let mut sums: Vec<BTreeMap<u32, f64>> = vec![BTreeMap::new(); names.len()];
             for (e, tk) in &all_tokens {
                 let x = weigh(&vocab.counts(tk), &vocab, p.min_df);
                 for (&id, &v) in x.ids.iter().zip(&x.vals) {
@@ -288,12 +289,7 @@ impl Truth {
                 sums.into_iter()
                     .map(|m| {
                         let s: f64 = m.values().sum();
-                        (s > 0.0).then(|| {
-                            let mut v: Vec<(u32, f64)> =
-                                m.into_iter().map(|(k, x)| (k, x / s)).collect();
-                            v.sort_unstable_by_key(|e| e.0);
-                            v
-                        })
+                        (s > 0.0).then(|| m.into_iter().map(|(k, x)| (k, x / s)).collect())
                     })
                     .collect(),
             );
@@ -584,15 +580,16 @@ fn cosine(x: &SparseDoc, c: &HashMap<u32, f64>, cnorm: f64) -> f64 {
 /// document joins its most similar centre if the cosine reaches `yes_no` (and moves the centre
 /// when it reaches `adapt`); the leftovers of a timestep are clustered by k-means into B
 /// emerging topics (absorbed as centres); leftovers below `yes_no` to their cluster become
-/// singleton topics. Centres are kept by term string so vocabulary evictions cannot move them.
+/// singleton topics. Centres are kept by term string so vocabulary evictions cannot move them,
+/// in term order, so that every norm is summed in one order (the same result on every run).
 fn run_tdt(truth: &Truth, p: &DnmfParams, yes_no: f64, adapt: f64, seed: u64) -> TdtRun {
-    type Centre = (HashMap<String, f64>, f64); // term → summed weight, number of documents
+    type Centre = (BTreeMap<String, f64>, f64); // term → summed weight, number of documents
     let mut centres: Vec<(u64, Centre)> = Vec::new();
     let mut next_id = 0u64;
     let mut singletons = 0u64;
     let mut pairs = Vec::new();
     let make = |docs: &[&SparseDoc], v: &Vocabulary| -> Centre {
-        let mut m: HashMap<String, f64> = HashMap::new();
+        let mut m: BTreeMap<String, f64> = BTreeMap::new();
         for d in docs {
             for (&i, &x) in d.ids.iter().zip(&d.vals) {
                 *m.entry(v.term(i).to_string()).or_insert(0.0) += x;
@@ -602,14 +599,14 @@ fn run_tdt(truth: &Truth, p: &DnmfParams, yes_no: f64, adapt: f64, seed: u64) ->
     };
     for (ts, docs) in truth.vectors.iter().enumerate() {
         let v = &truth.vocabs[ts];
-        // centres in this timestep's ids
+        // centres in this timestep's ids, with their norms summed in term order
         let local = |c: &Centre| -> (HashMap<u32, f64>, f64) {
-            let m: HashMap<u32, f64> =
+            let kept: Vec<(u32, f64)> =
                 c.0.iter()
                     .filter_map(|(t, &x)| v.id(t).map(|i| (i, x)))
                     .collect();
-            let n = m.values().map(|x| x * x).sum::<f64>().sqrt();
-            (m, n)
+            let n = kept.iter().map(|(_, x)| x * x).sum::<f64>().sqrt();
+            (kept.into_iter().collect(), n)
         };
         let mut sys: Vec<Option<u64>> = vec![None; docs.len()];
         let nonempty: Vec<usize> = (0..docs.len()).filter(|&i| !docs[i].is_empty()).collect();
@@ -631,13 +628,11 @@ fn run_tdt(truth: &Truth, p: &DnmfParams, yes_no: f64, adapt: f64, seed: u64) ->
                     sys[i] = Some(centres[best.1].0);
                     if best.0 >= adapt {
                         let c = &mut centres[best.1].1;
-                        let lc = &mut loc[best.1];
                         for (&id, &x) in docs[i].ids.iter().zip(&docs[i].vals) {
                             *c.0.entry(v.term(id).to_string()).or_insert(0.0) += x;
-                            *lc.0.entry(id).or_insert(0.0) += x;
                         }
                         c.1 += 1.0;
-                        lc.1 = lc.0.values().map(|x| x * x).sum::<f64>().sqrt();
+                        loc[best.1] = local(c);
                     }
                 } else {
                     leftovers.push(i);
