@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::decode_part;
+
 use super::model::{DnmfModel, TopicState, WindowStep};
 use super::params::DnmfParams;
 use crate::model::EngineError;
@@ -68,10 +70,10 @@ impl DnmfModel {
         parts: &BTreeMap<String, Vec<u8>>,
     ) -> Result<DnmfModel, EngineError> {
         params.validate()?;
-        let meta: Meta = decode(parts, PART_META)?;
-        let vocab: Vocabulary = decode(parts, PART_VOCAB)?;
-        let topics: Vec<TopicState> = decode(parts, PART_TOPICS)?;
-        let weights: Weights = decode(parts, PART_WEIGHTS)?;
+        let meta: Meta = decode_part(parts, PART_META)?;
+        let vocab: Vocabulary = decode_part(parts, PART_VOCAB)?;
+        let topics: Vec<TopicState> = decode_part(parts, PART_TOPICS)?;
+        let weights: Weights = decode_part(parts, PART_WEIGHTS)?;
         check_bounds(&meta, &vocab, &params, parts)?;
         let window = read_window(&meta, parts, vocab.len())?;
         let k = topics.len();
@@ -95,19 +97,6 @@ impl DnmfModel {
 /// An inconsistent-state error with message `m`.
 fn bad<T>(m: String) -> Result<T, EngineError> {
     Err(EngineError::Inconsistent(m))
-}
-
-/// The part `name` decoded from postcard; an inconsistent-state error naming the part when it
-/// is missing or does not decode.
-fn decode<'a, T: Deserialize<'a>>(
-    parts: &'a BTreeMap<String, Vec<u8>>,
-    name: &str,
-) -> Result<T, EngineError> {
-    let b = parts
-        .get(name)
-        .ok_or_else(|| EngineError::Inconsistent(format!("part `{name}` is missing")))?;
-    postcard::from_bytes(b)
-        .map_err(|e| EngineError::Inconsistent(format!("part `{name}` does not decode: {e}")))
 }
 
 /// Checks, in this order, that the vocabulary is within its bound, that the window holds at
@@ -164,7 +153,7 @@ fn read_window(
     let mut window = VecDeque::new();
     for &t in &meta.window {
         let name = docs_part(t);
-        let docs: Vec<Vec<(u32, u32)>> = decode(parts, &name)?;
+        let docs: Vec<Vec<(u32, u32)>> = decode_part(parts, &name)?;
         for (i, doc) in docs.iter().enumerate() {
             if doc.iter().any(|&(id, c)| id as usize >= m || c == 0)
                 || doc.windows(2).any(|p| p[0].0 >= p[1].0)
