@@ -8,6 +8,7 @@
 //! independent, so rayon parallelism over rows is deterministic) and rounded to `f32` once.
 
 mod bootstrap;
+mod gradient;
 pub mod image;
 mod multiplier;
 mod oiadmm;

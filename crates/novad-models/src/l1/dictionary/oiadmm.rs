@@ -3,6 +3,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sprs::CsMat;
 
+use super::gradient::{row_times_codes, Acc, Inputs, Live};
 use super::project::{project_sparse_rows, SparseRows};
 use super::Multiplier;
 use crate::linalg::{psi_max_codes, soft};
@@ -32,185 +33,15 @@ impl OiadmmParams {
     }
 }
 
-/// Live rows per block of pass 1.
-const ROW_BLOCK: usize = 256;
-
-/// Sparse accumulator over document positions: a dense buffer plus the list of touched slots,
-/// reset in O(touched).
-struct Acc {
-    val: Vec<f64>,
-    mark: Vec<bool>,
-    touched: Vec<u32>,
-}
-
-impl Acc {
-    fn new(n: usize) -> Self {
-        Acc {
-            val: vec![0.0; n],
-            mark: vec![false; n],
-            touched: Vec::new(),
-        }
-    }
-    #[inline]
-    fn add(&mut self, j: u32, v: f64) {
-        let ju = j as usize;
-        if !self.mark[ju] {
-            self.mark[ju] = true;
-            self.touched.push(j);
-        }
-        self.val[ju] += v;
-    }
-    fn clear(&mut self) {
-        for &j in &self.touched {
-            self.val[j as usize] = 0.0;
-            self.mark[j as usize] = false;
-        }
-        self.touched.clear();
-    }
-}
-
-/// (ÂX̂)_{i,·} for one row of Â: for each atom used in the row, add its weight times the row
-/// of X̂ (CSR, k × n) into `acc`. Cost O(Σ_{k ∈ supp(row)} nnz(X̂_k,·)).
-fn row_times_codes(row: &[f32], xr: &CsMat<f64>, acc: &mut Acc) {
-    for (kk, &a) in row.iter().enumerate() {
-        if a != 0.0 {
-            let xrow = xr.outer_view(kk).unwrap();
-            for (j, &v) in xrow.iter() {
-                acc.add(j as u32, a as f64 * v);
-            }
-        }
-    }
-}
-
-/// The inputs of pass 1 of a step: P (m × n CSR), Â_t (row-major m × k), Δ_t, X̂ (CSC and CSR).
-struct Inputs<'a> {
-    p: &'a CsMat<f64>,
-    a: &'a [f32],
-    k: usize,
-    delta: Option<&'a Multiplier>,
-    x: &'a CsMat<f64>,
-    xr: &'a CsMat<f64>,
-}
-
-impl Inputs<'_> {
-    fn a_row(&self, i: usize) -> &[f32] {
-        &self.a[i * self.k..(i + 1) * self.k]
-    }
-    fn d_row(&self, i: usize) -> &[(u32, f32)] {
-        match self.delta {
-            Some(d) => d.row(i),
-            None => &[],
-        }
-    }
-
-    /// The rows a step can change, ascending: non-zero in Â_t, or with a term of the batch, or
-    /// with a multiplier. A row that is none of these is zero before and after the step (and
-    /// the projection: max(0, 0 − θ) = 0).
-    fn live_rows(&self) -> Vec<usize> {
-        (0..self.p.rows())
-            .into_par_iter()
-            .filter(|&i| {
-                self.a_row(i).iter().any(|&v| v != 0.0)
-                    || self.p.outer_view(i).is_some_and(|r| r.nnz() > 0)
-                    || !self.d_row(i).is_empty()
-            })
-            .collect()
-    }
-
-    /// Pass 1 of the step on the live rows: Â' = max(0, Â − τ G) with G = −W X̂ᵀ,
-    /// W = Δ/β + Γ̃ − Γ = clip(Γ̃ + Δ/β, ±1/β), Γ̃ = P − Â X̂. Only documents with a non-zero
-    /// code contribute, and W_ij ≠ 0 needs P_ij ≠ 0, Δ_ij ≠ 0 or (ÂX̂)_ij ≠ 0. Each row is
-    /// returned sparse: its positive entries (atom, value), by atom — the clip at 0 of the
-    /// projection, which is all it does to a column whose sum stays ≤ 1. Sums skip only exact
-    /// zeros, so the values are bit-identical to the dense transcription.
-    fn gradient_rows(&self, beta: f64, tau: f64, live: &[usize]) -> SparseRows {
-        let (k, n) = (self.k, self.p.cols());
-        // blocks of rows, each into one buffer (few allocations), joined in row order
-        // per block: the rows' entry counts and their entries
-        type Block = (Vec<usize>, Vec<(u32, f64)>);
-        let blocks: Vec<Block> = live
-            .par_chunks(ROW_BLOCK)
-            .map_init(
-                || (Acc::new(n), Acc::new(n), vec![0.0f64; k]),
-                |(ax, gt, out), block| {
-                    let (mut lens, mut ent) = (Vec::with_capacity(block.len()), Vec::new());
-                    for &i in block {
-                        let before = ent.len();
-                        self.gradient_row(i, beta, tau, (ax, gt, out), &mut ent);
-                        lens.push(ent.len() - before);
-                    }
-                    (lens, ent)
-                },
-            )
-            .collect();
-        let mut rows = SparseRows {
-            ptr: Vec::with_capacity(live.len() + 1),
-            entries: Vec::with_capacity(blocks.iter().map(|b| b.1.len()).sum()),
-        };
-        rows.ptr.push(0);
-        for (lens, ent) in blocks {
-            for l in lens {
-                rows.ptr.push(rows.ptr.last().unwrap() + l);
-            }
-            rows.entries.extend(ent);
-        }
-        rows
-    }
-
-    /// Row `i` of pass 1, its positive entries appended to `ent`.
-    fn gradient_row(
-        &self,
-        i: usize,
-        beta: f64,
-        tau: f64,
-        (ax, gt, out): (&mut Acc, &mut Acc, &mut [f64]),
-        ent: &mut Vec<(u32, f64)>,
-    ) {
-        let a_row = self.a_row(i);
-        for (o, &v) in out.iter_mut().zip(a_row) {
-            *o = v as f64;
-        }
-        row_times_codes(a_row, self.xr, ax);
-        // gt accumulates Γ̃ + Δ/β on the candidate positions
-        for &j in &ax.touched {
-            gt.add(j, -ax.val[j as usize]);
-        }
-        for (j, &v) in self.p.outer_view(i).unwrap().iter() {
-            gt.add(j as u32, v);
-        }
-        for &(j, d) in self.d_row(i) {
-            gt.add(j, d as f64 / beta);
-        }
-        for &j in &gt.touched {
-            let code = self.x.outer_view(j as usize).unwrap();
-            if code.nnz() == 0 {
-                continue;
-            }
-            let w = gt.val[j as usize].clamp(-1.0 / beta, 1.0 / beta);
-            if w != 0.0 {
-                for (kk, &v) in code.iter() {
-                    out[kk] += tau * w * v;
-                }
-            }
-        }
-        ax.clear();
-        gt.clear();
-        ent.extend(
-            out.iter()
-                .enumerate()
-                .filter(|(_, &v)| v > 0.0)
-                .map(|(j, &v)| (j as u32, v)),
-        );
-    }
-}
-
 /// Write the projected live rows into Â (row-major m × k; rows outside `live` are untouched)
 /// and return (‖Â_{t+1} − Â_t‖², ‖Â_t‖²) over those rows, the new values rounded to f32 first.
-/// Rows are written in parallel; the sums are added in row order (deterministic).
-fn write_rows(a: &mut Array2<f32>, live: &[usize], rows: &SparseRows) -> (f64, f64) {
+/// Rows are written in parallel; each row's sums run over the union of its old and new
+/// non-zeros by atom (the terms left out are exact zeros) and the rows' sums are added in row
+/// order, so the figures equal the dense ones bit for bit.
+fn write_rows(a: &mut Array2<f32>, live: &Live, rows: &SparseRows) -> (f64, f64) {
     let k = a.ncols();
     let mut pos = vec![u32::MAX; a.nrows()];
-    for (c, &i) in live.iter().enumerate() {
+    for (c, &i) in live.rows.iter().enumerate() {
         pos[i] = c as u32;
     }
     let parts: Vec<(f64, f64)> = a
@@ -220,20 +51,26 @@ fn write_rows(a: &mut Array2<f32>, live: &[usize], rows: &SparseRows) -> (f64, f
         .enumerate()
         .filter(|(i, _)| pos[*i] != u32::MAX)
         .map(|(i, out)| {
-            let row = rows.row(pos[i] as usize);
+            let c = pos[i] as usize;
+            let (old, new) = (live.a_row(c), rows.row(c));
             let (mut diff, mut norm) = (0.0f64, 0.0f64);
-            let mut it = row.iter().peekable();
-            for (j, o) in out.iter_mut().enumerate() {
-                let nw = match it.peek() {
-                    Some(&&(c, v)) if c as usize == j => {
-                        it.next();
-                        v as f32
+            let (mut o, mut n) = (old.iter().peekable(), new.iter().peekable());
+            loop {
+                let (ov, nv) = match (o.peek(), n.peek()) {
+                    (None, None) => break,
+                    (Some(&&(jo, _)), Some(&&(jn, _))) if jo == jn as u32 => {
+                        (o.next().unwrap().1, n.next().unwrap().1 as f32)
                     }
-                    _ => 0.0,
+                    (Some(&&(jo, _)), Some(&&(jn, _))) if jo < jn => (o.next().unwrap().1, 0.0),
+                    (Some(_), None) => (o.next().unwrap().1, 0.0),
+                    _ => (0.0, n.next().unwrap().1 as f32),
                 };
-                diff += (nw as f64 - *o as f64).powi(2);
-                norm += (*o as f64).powi(2);
-                *o = nw;
+                diff += (nv as f64 - ov as f64).powi(2);
+                norm += (ov as f64).powi(2);
+            }
+            out.fill(0.0);
+            for &(j, v) in new {
+                out[j as usize] = v as f32;
             }
             (diff, norm)
         })
@@ -243,11 +80,16 @@ fn write_rows(a: &mut Array2<f32>, live: &[usize], rows: &SparseRows) -> (f64, f
         .fold((0.0, 0.0), |(d, n), &(di, ni)| (d + di, n + ni))
 }
 
-/// ‖Â‖² over the given rows, added in row order.
-fn live_norm(a: &Array2<f32>, live: &[usize]) -> f64 {
-    let parts: Vec<f64> = live
-        .par_iter()
-        .map(|&i| a.row(i).iter().map(|&v| (v as f64).powi(2)).sum::<f64>())
+/// ‖Â_t‖² over the live rows, added in row order.
+fn live_norm(live: &Live) -> f64 {
+    let parts: Vec<f64> = (0..live.rows.len())
+        .into_par_iter()
+        .map(|c| {
+            live.a_row(c)
+                .iter()
+                .map(|&(_, v)| (v as f64).powi(2))
+                .sum::<f64>()
+        })
         .collect();
     parts.iter().sum()
 }
@@ -258,9 +100,12 @@ fn live_norm(a: &Array2<f32>, live: &[usize]) -> f64 {
 /// m × n (already resized to this batch), or `None` for Δ_t = 0 — then Δ_{t+1} is not
 /// computed; `x` is X̂_t, k × n CSC.
 ///
-/// Cost: O(nnz(P) + nnz(Δ) + nnz(Â X̂) + m·k) — X̂ is used sparsely and only the entries of
-/// Γ̃ + Δ/β that can be non-zero are visited. Guarantees: Â_{t+1} ∈ 𝒜, all values finite;
-/// the result equals the dense transcription of Algorithm 2 (tested).
+/// Cost: one scan of Â_t for its live rows (O(m·k)), then per live row i
+/// O(nnz(Â_i)·k + (nnz(P_i) + nnz(Δ_i))·nnz(code)) through the Gram matrix X̂X̂ᵀ, or
+/// O(nnz((ÂX̂)_i)·nnz(code)) for the few rows whose W can clip off the batch's terms; the
+/// projection and write-back are O(non-zeros). Guarantees: Â_{t+1} ∈ 𝒜, all values finite;
+/// the result equals the dense transcription of Algorithm 2 up to rounding (tested to 1e-5),
+/// and is a deterministic function of the inputs (any number of threads, bit for bit).
 pub fn oiadmm_step(
     p: &CsMat<f64>,
     a: &Array2<f32>,
@@ -310,7 +155,7 @@ pub fn oiadmm_step_owned(
             x,
             xr: &xr,
         };
-        let live = inputs.live_rows();
+        let live = inputs.live();
         let mut rows = if tau > 0.0 && k > 0 {
             inputs.gradient_rows(params.beta, tau, &live)
         } else {
@@ -323,7 +168,7 @@ pub fn oiadmm_step_owned(
     };
     // Write the live rows back (every other row is 0 before and after) and measure the change.
     let (diff, norm) = if rows.is_empty() {
-        (0.0, live_norm(&a, &live))
+        (0.0, live_norm(&live))
     } else {
         write_rows(&mut a, &live, &rows)
     };
