@@ -58,7 +58,7 @@ fn write_rows(a: &mut Array2<f32>, live: &Live, rows: &SparseRows) -> (f64, f64)
             loop {
                 let (ov, nv) = match (o.peek(), n.peek()) {
                     (None, None) => break,
-                    (Some(&&(jo, _)), Some(&&(jn, _))) if jo == jn as u32 => {
+                    (Some(&&(jo, _)), Some(&&(jn, _))) if jo == jn => {
                         (o.next().unwrap().1, n.next().unwrap().1 as f32)
                     }
                     (Some(&&(jo, _)), Some(&&(jn, _))) if jo < jn => (o.next().unwrap().1, 0.0),
