@@ -159,12 +159,12 @@ impl Inputs<'_> {
     /// returned sparse: its positive entries (atom, value), by atom — the clip at 0 of the
     /// projection, which is all it does to a column whose sum stays ≤ 1.
     ///
-    /// A row is computed one of two ways ([`Self::gradient_row`]): through the Gram matrix
-    /// X̂X̂ᵀ when no entry of its W can be clipped away from the batch's terms, otherwise
-    /// document by document. Both are deterministic functions of the row and the batch.
+    /// A row is computed one of two ways: through the Gram matrix X̂X̂ᵀ ([`Self::gram_row`])
+    /// when no entry of its W can be clipped away from the batch's terms and k ≤
+    /// [`GRAM_MAX_K`], otherwise document by document ([`Self::exact_row`]). Both are deterministic functions of the row and the batch.
     pub(super) fn gradient_rows(&self, beta: f64, tau: f64, live: &Live) -> SparseRows {
         let (k, n) = (self.k, self.p.cols());
-        let gram = Gram::new(self.x, k);
+        let gram = (k <= GRAM_MAX_K).then(|| Gram::new(self.x, k));
         let idx: Vec<usize> = (0..live.rows.len()).collect();
         // blocks of rows, each into one buffer (few allocations), joined in row order
         // per block: the rows' entry counts and their entries
@@ -184,8 +184,8 @@ impl Inputs<'_> {
                             beta,
                             tau,
                         };
-                        if gram.unclipped(a_row, beta) {
-                            self.gram_row(&row, &gram, gt, out, &mut ent);
+                        if let Some(gram) = gram.as_ref().filter(|g| g.unclipped(a_row, beta)) {
+                            self.gram_row(&row, gram, gt, out, &mut ent);
                         } else {
                             self.exact_row(&row, (ax, gt, out), &mut ent);
                         }
@@ -326,6 +326,10 @@ struct Row<'a> {
 /// rounding of the identity there (sums of products ≤ 1, so errors ~1e-16) is far below it,
 /// and so is anything an f32 Â could tell from 0 in a column of ℓ1 norm ≤ 1 that matters.
 const CANCEL: f64 = 1e-12;
+
+/// The largest k for which pass 1 builds the Gram matrix (k² f64: 8 MiB at this size); a larger
+/// dictionary sums every row document by document.
+const GRAM_MAX_K: usize = 1024;
 
 /// The batch's codes as pass 1's Gram path needs them: C = X̂X̂ᵀ (k × k, row-major, summed
 /// document by document in batch order) and the largest weight of each atom over the codes.
