@@ -434,27 +434,37 @@ fn oiadmm_is_bit_identical_whatever_the_number_of_threads_or_who_coded() {
         dense_delta[[r.random_range(0..m), r.random_range(0..n)]] = r.random::<f32>() - 0.5;
     }
     let delta0 = Multiplier::from_dense(&dense_delta);
-    let op = OiadmmParams::paper();
     let bits = |a: &Array2<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
-    let run_in = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| {
-            let mut d = delta0.clone();
-            let (a2, st) = oiadmm_step(&p, &a, Some(&mut d), &x, &op);
-            (a2, d, st.tau)
-        })
-    };
-    let (a1, d1, tau) = run_in(1);
-    let (a2, d2, _) = run_in(2);
-    let (a3, _, _) = run_in(3);
-    assert_eq!(bits(&a1), bits(&a2));
-    assert_eq!(bits(&a1), bits(&a3));
-    assert_eq!(d1, d2);
-    assert_ne!(bits(&a1), bits(&a), "the step changed Â");
-    assert!(tau > 0.0);
+    // β = 5 (the paper's) takes every row through the Gram matrix; β = 50 clips, so many rows
+    // are summed document by document
+    for beta in [5.0, 50.0] {
+        let op = OiadmmParams {
+            beta,
+            ..OiadmmParams::paper()
+        };
+        let run_in = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let mut d = delta0.clone();
+                let (a2, st) = oiadmm_step(&p, &a, Some(&mut d), &x, &op);
+                (a2, d, st.tau)
+            })
+        };
+        let (a1, d1, tau) = run_in(1);
+        let (a2, d2, _) = run_in(2);
+        let (a3, _, _) = run_in(3);
+        assert_eq!(bits(&a1), bits(&a2));
+        assert_eq!(bits(&a1), bits(&a3));
+        assert_eq!(d1, d2);
+        assert_ne!(bits(&a1), bits(&a), "the step changed Â");
+        assert!(tau > 0.0);
+    }
+    let op = OiadmmParams::paper();
+    let mut d1 = delta0.clone();
+    let (a1, _) = oiadmm_step(&p, &a, Some(&mut d1), &x, &op);
     // the codes again, shard by shard from the last shard to the first
     use novad_models::l1::dictionary::{shard_docs, LOGICAL_SHARDS};
     let cd = CodingDict::new(a.view(), params.step);

@@ -161,7 +161,8 @@ impl Inputs<'_> {
     ///
     /// A row is computed one of two ways: through the Gram matrix X̂X̂ᵀ ([`Self::gram_row`])
     /// when no entry of its W can be clipped away from the batch's terms and k ≤
-    /// [`GRAM_MAX_K`], otherwise document by document ([`Self::exact_row`]). Both are deterministic functions of the row and the batch.
+    /// [`GRAM_MAX_K`], otherwise document by document ([`Self::exact_row`]). Both are
+    /// deterministic functions of the row and the batch.
     pub(super) fn gradient_rows(&self, beta: f64, tau: f64, live: &Live) -> SparseRows {
         let (k, n) = (self.k, self.p.cols());
         let gram = (k <= GRAM_MAX_K).then(|| Gram::new(self.x, k));
@@ -209,9 +210,9 @@ impl Inputs<'_> {
         rows
     }
 
-    /// Row `i` of pass 1 document by document: every entry is summed in the order of the
-    /// dense transcription (Â_t's value, then the documents in the order they were touched),
-    /// so the values equal it bit for bit. Its positive entries are appended to `ent`.
+    /// Row `i` of pass 1 document by document: every entry is summed in a fixed order (Â_t's
+    /// value, then the documents in the order they were touched), the sums of the earlier
+    /// dense-row code bit for bit. Its positive entries are appended to `ent`.
     fn exact_row(
         &self,
         row: &Row<'_>,
@@ -268,7 +269,8 @@ impl Inputs<'_> {
     ///
     /// O(nnz(Â_i)·k + |S|·nnz(code)) where the document-by-document sum is
     /// O(Σ_{atoms of Â_i} uses of the atom · nnz(code)). Equal to [`Self::exact_row`] up to
-    /// rounding; values that cancel to below [`CANCEL`] are taken as 0.
+    /// rounding, except that values ≤ [`CANCEL`] are taken as 0 (where the exact row may keep
+    /// a positive entry that small).
     fn gram_row(
         &self,
         row: &Row<'_>,
@@ -332,7 +334,8 @@ const CANCEL: f64 = 1e-12;
 const GRAM_MAX_K: usize = 1024;
 
 /// The batch's codes as pass 1's Gram path needs them: C = X̂X̂ᵀ (k × k, row-major, summed
-/// document by document in batch order) and the largest weight of each atom over the codes.
+/// document by document in batch order; O(Σ_j nnz(x_j)²)) and the largest |weight| of each
+/// atom over the codes.
 struct Gram {
     c: Vec<f64>,
     xmax: Vec<f64>,
@@ -343,7 +346,7 @@ impl Gram {
         let (mut c, mut xmax) = (vec![0.0f64; k * k], vec![0.0f64; k]);
         for code in x.outer_iterator() {
             for (a, &va) in code.iter() {
-                xmax[a] = xmax[a].max(va);
+                xmax[a] = xmax[a].max(va.abs());
                 for (b, &vb) in code.iter() {
                     c[a * k + b] += va * vb;
                 }
@@ -352,12 +355,13 @@ impl Gram {
         Gram { c, xmax }
     }
 
-    /// True when (ÂX̂)_ij = Σ_k Â_ik x_kj ≤ Σ_k Â_ik max_j x_kj stays below 1/β for every
-    /// document j (codes are ≥ 0), so the clip of W at −1/β never acts off the row's terms.
+    /// True when |(ÂX̂)_ij| ≤ Σ_k |Â_ik| max_j |x_kj| stays below 1/β for every document j,
+    /// so the clip of W at ±1/β never acts off the row's terms (whatever the signs; in the
+    /// model Â and the codes are ≥ 0).
     fn unclipped(&self, a_row: &[(u32, f32)], beta: f64) -> bool {
         let bound: f64 = a_row
             .iter()
-            .map(|&(kk, v)| v as f64 * self.xmax[kk as usize])
+            .map(|&(kk, v)| (v as f64).abs() * self.xmax[kk as usize])
             .sum();
         bound < (1.0 / beta) * (1.0 - 1e-9)
     }

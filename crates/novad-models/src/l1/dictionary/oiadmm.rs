@@ -100,8 +100,9 @@ fn live_norm(live: &Live) -> f64 {
 /// m × n (already resized to this batch), or `None` for Δ_t = 0 — then Δ_{t+1} is not
 /// computed; `x` is X̂_t, k × n CSC.
 ///
-/// Cost: one scan of Â_t for its live rows (O(m·k)), then per live row i
-/// O(nnz(Â_i)·k + (nnz(P_i) + nnz(Δ_i))·nnz(code)) through the Gram matrix X̂X̂ᵀ, or
+/// Cost: one scan of Â_t for its live rows (O(m·k)), the Gram matrix X̂X̂ᵀ (O(Σ_j nnz(x_j)²)
+/// time, k² f64; only for k ≤ 1024), then per live row i
+/// O(nnz(Â_i)·k + (nnz(P_i) + nnz(Δ_i))·nnz(code)) through the Gram matrix, or
 /// O(nnz((ÂX̂)_i)·nnz(code)) for the few rows whose W can clip off the batch's terms; the
 /// projection and write-back are O(non-zeros). Guarantees: Â_{t+1} ∈ 𝒜, all values finite;
 /// the result equals the dense transcription of Algorithm 2 up to rounding (tested to 1e-5),
@@ -117,7 +118,8 @@ pub fn oiadmm_step(
 }
 
 /// [`oiadmm_step`] on an owned Â_t, updated in place: without Δ no second m × k matrix is
-/// allocated, and only the live rows (see below) are read or written. Same result, bit for bit.
+/// allocated; Â_t is scanned once for its live rows, and only those are written. Same result,
+/// bit for bit.
 pub fn oiadmm_step_owned(
     p: &CsMat<f64>,
     mut a: Array2<f32>,
