@@ -14,8 +14,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use novad_lab::corpus::read_20news;
-use novad_models::l1::coding::StepSize;
-use novad_models::l1::dictionary::AtomInit;
+use novad_lab::eval::ConfigName;
 use novad_models::{Model, Params};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -45,15 +44,7 @@ fn main() {
     match config.as_str() {
         "paper" => {}
         "default" => params = Params::default(),
-        "tuned" => {
-            params.coding.step = StepSize::PerDocument;
-            params.coding.absent_weight = 0.05;
-            params.oiadmm.carry_delta = false;
-            params.bootstrap.init = AtomInit::KMeans {
-                top_terms: 5,
-                iterations: 10,
-            };
-        }
+        "tuned" => params = ConfigName::Tuned.params(),
         other => panic!("unknown config {other} (paper | default | tuned)"),
     }
     let t = Instant::now();

@@ -123,6 +123,25 @@ pub enum ConfigName {
     Tuned,
 }
 
+impl ConfigName {
+    /// The detector parameters of this configuration.
+    pub fn params(self) -> novad_models::Params {
+        use novad_models::l1::coding::StepSize;
+        use novad_models::l1::dictionary::AtomInit;
+        let mut p = novad_models::Params::paper();
+        if self == ConfigName::Tuned {
+            p.coding.step = StepSize::PerDocument;
+            p.coding.absent_weight = 0.05;
+            p.oiadmm.carry_delta = false;
+            p.bootstrap.init = AtomInit::KMeans {
+                top_terms: 5,
+                iterations: 10,
+            };
+        }
+        p
+    }
+}
+
 /// Arguments of `novad eval`.
 #[derive(Debug, Clone, Serialize, clap::Args)]
 pub struct EvalArgs {

@@ -8,8 +8,6 @@ use super::super::{ConfigName, EvalArgs, EvalError, Method, ProtocolKind, Topics
 use crate::baselines::l1batch::BatchParams;
 use crate::baselines::l2batch::L2Params;
 use crate::baselines::neighbours::LshParams;
-use novad_models::l1::coding::StepSize;
-use novad_models::l1::dictionary::AtomInit;
 use novad_models::ostc::OstcParams;
 use novad_models::Params;
 
@@ -180,18 +178,8 @@ fn resolve_params(args: &EvalArgs) -> Result<(Params, String), EvalError> {
             (p, format!("file {}", path.display()))
         }
         None => match args.config {
-            ConfigName::Paper => (Params::paper(), "paper".to_string()),
-            ConfigName::Tuned => {
-                let mut p = Params::paper();
-                p.coding.step = StepSize::PerDocument;
-                p.coding.absent_weight = 0.05;
-                p.oiadmm.carry_delta = false;
-                p.bootstrap.init = AtomInit::KMeans {
-                    top_terms: 5,
-                    iterations: 10,
-                };
-                (p, "tuned".to_string())
-            }
+            ConfigName::Paper => (ConfigName::Paper.params(), "paper".to_string()),
+            ConfigName::Tuned => (ConfigName::Tuned.params(), "tuned".to_string()),
         },
     };
     if let Some(k) = args.k {
