@@ -322,12 +322,12 @@ impl Vocabulary {
         retain(&mut self.terms, &keep);
         retain(&mut self.df, &keep);
         retain(&mut self.last_seen, &keep);
-        self.index = self
-            .terms
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.clone(), i as u32))
-            .collect();
+        // the index follows the map in place: no key is hashed again
+        self.index.retain(|_, id| {
+            let n = map[*id as usize];
+            *id = n;
+            n != EVICTED
+        });
         map
     }
 }
@@ -384,6 +384,7 @@ mod tests {
         for id in 0..v.len() as u32 {
             assert_eq!(v.id(v.term(id)), Some(id));
         }
+        assert_eq!(v.index.len(), v.len(), "no evicted term left in the index");
     }
 
     #[test]
