@@ -2,6 +2,7 @@ use ndarray::Array2;
 use rand::seq::index::sample;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::bootstrap::{spherical_kmeans, top_terms_unit_l1};
@@ -61,8 +62,9 @@ pub fn refresh_atoms(
     let mut victims: Vec<usize> = (0..k).collect();
     victims.sort_by_key(|&j| (usage[j], last_used[j], j));
     victims.truncate(c);
+    let cleared = &victims[..cents.len().min(c)];
+    clear_columns(dict, cleared);
     for (&v, cent) in victims.iter().zip(&cents) {
-        dict.column_mut(v).fill(0.0);
         // f32 rounding could push the sum a hair over 1: scale by (1 − 1e-6)
         for (i, w) in top_terms_unit_l1(cent, params.top_terms) {
             dict[[i, v]] = (w * (1.0 - 1e-6)) as f32;
@@ -70,4 +72,25 @@ pub fn refresh_atoms(
         last_used[v] = timestep;
     }
     victims
+}
+
+/// Set columns `cols` of `dict` to +0.0: row by row (a row-major matrix's columns are strided),
+/// in parallel, writing only entries that are not already +0.0 (most are), so clean rows are
+/// only read.
+fn clear_columns(dict: &mut Array2<f32>, cols: &[usize]) {
+    let k = dict.ncols();
+    match dict.as_slice_mut() {
+        Some(a) if k > 0 => a.par_chunks_mut(k).for_each(|row| {
+            for &v in cols {
+                if row[v].to_bits() != 0 {
+                    row[v] = 0.0;
+                }
+            }
+        }),
+        _ => {
+            for &v in cols {
+                dict.column_mut(v).fill(0.0);
+            }
+        }
+    }
 }
