@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 use sprs::CsMat;
 
-use super::project::SparseRows;
+use super::project::{RowBlock, SparseRows};
 use super::Multiplier;
 
 /// Live rows per block of pass 1.
@@ -44,23 +44,15 @@ impl Acc {
     }
 }
 
-/// (ÂX̂)_{i,·} for one row of Â: for each atom used in the row, add its weight times the row
-/// of X̂ (CSR, k × n) into `acc`. Cost O(Σ_{k ∈ supp(row)} nnz(X̂_k,·)).
-pub(super) fn row_times_codes(row: &[f32], xr: &CsMat<f64>, acc: &mut Acc) {
-    for (kk, &a) in row.iter().enumerate() {
-        if a != 0.0 {
-            let xrow = xr.outer_view(kk).unwrap();
-            for (j, &v) in xrow.iter() {
-                acc.add(j as u32, a as f64 * v);
-            }
-        }
-    }
-}
-
-/// [`row_times_codes`] for a row given by its non-zero entries (by atom): the same sums, in
-/// the same order.
-fn sparse_row_times_codes(row: &[(u32, f32)], xr: &CsMat<f64>, acc: &mut Acc) {
-    for &(kk, a) in row {
+/// (ÂX̂)_{i,·} for one row of Â given by its non-zero entries (atom, value), by atom: add each
+/// weight times the row of X̂ (CSR, k × n) into `acc`, atom by atom. Cost
+/// O(Σ_{k ∈ supp(row)} nnz(X̂_k,·)).
+pub(super) fn row_times_codes(
+    row: impl IntoIterator<Item = (u32, f32)>,
+    xr: &CsMat<f64>,
+    acc: &mut Acc,
+) {
+    for (kk, a) in row {
         let xrow = xr.outer_view(kk as usize).unwrap();
         for (j, &v) in xrow.iter() {
             acc.add(j as u32, a as f64 * v);
@@ -68,19 +60,36 @@ fn sparse_row_times_codes(row: &[(u32, f32)], xr: &CsMat<f64>, acc: &mut Acc) {
     }
 }
 
+/// The non-zero entries (atom, value) of a dense row, by atom.
+pub(super) fn nonzeros(row: &[f32]) -> impl Iterator<Item = (u32, f32)> + '_ {
+    row.iter()
+        .enumerate()
+        .filter(|(_, &v)| v != 0.0)
+        .map(|(j, &v)| (j as u32, v))
+}
+
 /// The rows a step can change (see [`Inputs::live`]), ascending, with their non-zero
 /// entries in Â_t.
 pub(super) struct Live {
     pub(super) rows: Vec<usize>,
-    /// Row `rows[c]` of Â_t has the entries `a[ptr[c]..ptr[c + 1]]`, (atom, value) by atom.
-    ptr: Vec<usize>,
-    a: Vec<(u32, f32)>,
+    /// Row c holds the entries of row `rows[c]` of Â_t.
+    a: SparseRows<f32>,
 }
 
 impl Live {
     pub(super) fn a_row(&self, c: usize) -> &[(u32, f32)] {
-        &self.a[self.ptr[c]..self.ptr[c + 1]]
+        self.a.row(c)
     }
+}
+
+/// Append the entries of `out` above `floor` to `ent`, (atom, value) by atom.
+fn keep_above(out: &[f64], floor: f64, ent: &mut Vec<(u32, f64)>) {
+    ent.extend(
+        out.iter()
+            .enumerate()
+            .filter(|(_, &v)| v > floor)
+            .map(|(j, &v)| (j as u32, v)),
+    );
 }
 
 /// Rows of Â per block of the live-row scan.
@@ -113,20 +122,13 @@ impl Inputs<'_> {
     /// in parallel by blocks of rows, joined in row order.
     pub(super) fn live(&self) -> Live {
         let m = self.p.rows();
-        type Block = (Vec<usize>, Vec<usize>, Vec<(u32, f32)>);
-        let blocks: Vec<Block> = (0..m.div_ceil(SCAN_BLOCK))
+        let blocks: Vec<(Vec<usize>, RowBlock<f32>)> = (0..m.div_ceil(SCAN_BLOCK))
             .into_par_iter()
             .map(|b| {
                 let (mut rows, mut lens, mut ent) = (Vec::new(), Vec::new(), Vec::new());
                 for i in b * SCAN_BLOCK..((b + 1) * SCAN_BLOCK).min(m) {
                     let before = ent.len();
-                    ent.extend(
-                        self.a_row(i)
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, &v)| v != 0.0)
-                            .map(|(j, &v)| (j as u32, v)),
-                    );
+                    ent.extend(nonzeros(self.a_row(i)));
                     if ent.len() > before
                         || self.p.outer_view(i).is_some_and(|r| r.nnz() > 0)
                         || !self.d_row(i).is_empty()
@@ -135,22 +137,14 @@ impl Inputs<'_> {
                         lens.push(ent.len() - before);
                     }
                 }
-                (rows, lens, ent)
+                (rows, (lens, ent))
             })
             .collect();
-        let mut live = Live {
-            rows: Vec::new(),
-            ptr: vec![0],
-            a: Vec::with_capacity(blocks.iter().map(|b| b.2.len()).sum()),
-        };
-        for (rows, lens, ent) in blocks {
-            live.rows.extend(rows);
-            for l in lens {
-                live.ptr.push(live.ptr.last().unwrap() + l);
-            }
-            live.a.extend(ent);
+        let (rows, entries): (Vec<Vec<usize>>, Vec<_>) = blocks.into_iter().unzip();
+        Live {
+            rows: rows.concat(),
+            a: SparseRows::from_blocks(entries),
         }
-        live
     }
 
     /// Pass 1 of the step on the live rows: Â' = max(0, Â − τ G) with G = −W X̂ᵀ,
@@ -168,9 +162,7 @@ impl Inputs<'_> {
         let gram = (k <= GRAM_MAX_K).then(|| Gram::new(self.x, k));
         let idx: Vec<usize> = (0..live.rows.len()).collect();
         // blocks of rows, each into one buffer (few allocations), joined in row order
-        // per block: the rows' entry counts and their entries
-        type Block = (Vec<usize>, Vec<(u32, f64)>);
-        let blocks: Vec<Block> = idx
+        let blocks: Vec<RowBlock<f64>> = idx
             .par_chunks(ROW_BLOCK)
             .map_init(
                 || (Acc::new(n), Acc::new(n), vec![0.0f64; k]),
@@ -196,18 +188,7 @@ impl Inputs<'_> {
                 },
             )
             .collect();
-        let mut rows = SparseRows {
-            ptr: Vec::with_capacity(live.rows.len() + 1),
-            entries: Vec::with_capacity(blocks.iter().map(|b| b.1.len()).sum()),
-        };
-        rows.ptr.push(0);
-        for (lens, ent) in blocks {
-            for l in lens {
-                rows.ptr.push(rows.ptr.last().unwrap() + l);
-            }
-            rows.entries.extend(ent);
-        }
-        rows
+        SparseRows::from_blocks(blocks)
     }
 
     /// Row `i` of pass 1 document by document: every entry is summed in a fixed order (Â_t's
@@ -223,7 +204,7 @@ impl Inputs<'_> {
         for (o, &v) in out.iter_mut().zip(self.a_row(row.i)) {
             *o = v as f64;
         }
-        sparse_row_times_codes(row.a, self.xr, ax);
+        row_times_codes(row.a.iter().copied(), self.xr, ax);
         // gt accumulates Γ̃ + Δ/β on the candidate positions
         for &j in &ax.touched {
             gt.add(j, -ax.val[j as usize]);
@@ -243,12 +224,7 @@ impl Inputs<'_> {
         }
         ax.clear();
         gt.clear();
-        ent.extend(
-            out.iter()
-                .enumerate()
-                .filter(|(_, &v)| v > 0.0)
-                .map(|(j, &v)| (j as u32, v)),
-        );
+        keep_above(out, 0.0, ent);
     }
 
     /// P_ij + Δ_ij/β into `gt` on the row's explicit positions (its terms and multipliers).
@@ -307,12 +283,7 @@ impl Inputs<'_> {
             }
         }
         gt.clear();
-        ent.extend(
-            out.iter()
-                .enumerate()
-                .filter(|(_, &v)| v > CANCEL)
-                .map(|(j, &v)| (j as u32, v)),
-        );
+        keep_above(out, CANCEL, ent);
     }
 }
 

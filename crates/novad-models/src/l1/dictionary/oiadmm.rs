@@ -3,7 +3,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sprs::CsMat;
 
-use super::gradient::{row_times_codes, Acc, Inputs, Live};
+use super::gradient::{nonzeros, row_times_codes, Acc, Inputs, Live};
 use super::project::{project_sparse_rows, SparseRows};
 use super::Multiplier;
 use crate::linalg::{psi_max_codes, soft};
@@ -195,8 +195,8 @@ pub fn oiadmm_step_owned(
         d.rows_mut().par_iter_mut().enumerate().for_each_init(
             || (Acc::new(n), Acc::new(n), Acc::new(n), Acc::new(n)),
             |(ax_old, ax_new, pv, cand), (i, row)| {
-                row_times_codes(&a_sl[i * k..(i + 1) * k], &xr, ax_old);
-                row_times_codes(&a_out_sl[i * k..(i + 1) * k], &xr, ax_new);
+                row_times_codes(nonzeros(&a_sl[i * k..(i + 1) * k]), &xr, ax_old);
+                row_times_codes(nonzeros(&a_out_sl[i * k..(i + 1) * k]), &xr, ax_new);
                 for (j, &v) in p.outer_view(i).unwrap().iter() {
                     pv.add(j as u32, v);
                 }

@@ -99,17 +99,29 @@ pub fn project_columns(a: &mut Array2<f64>) {
     }
 }
 
+/// A block of rows built apart: the rows' entry counts, then all their entries in row order.
+pub type RowBlock<T> = (Vec<usize>, Vec<(u32, T)>);
+
 /// Rows of a matrix given by their non-zero entries: row r is
 /// `entries[ptr[r]..ptr[r + 1]]`, (column, value) pairs by column.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SparseRows {
+#[derive(Debug, Clone, PartialEq)]
+pub struct SparseRows<T = f64> {
     pub ptr: Vec<usize>,
-    pub entries: Vec<(u32, f64)>,
+    pub entries: Vec<(u32, T)>,
 }
 
-impl SparseRows {
+impl<T> Default for SparseRows<T> {
+    fn default() -> Self {
+        SparseRows {
+            ptr: Vec::new(),
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<T> SparseRows<T> {
     /// Rows from one list of entries per row.
-    pub fn from_rows(rows: impl IntoIterator<Item = Vec<(u32, f64)>>) -> Self {
+    pub fn from_rows(rows: impl IntoIterator<Item = Vec<(u32, T)>>) -> Self {
         let mut out = SparseRows {
             ptr: vec![0],
             entries: Vec::new(),
@@ -120,13 +132,29 @@ impl SparseRows {
         }
         out
     }
+    /// Rows built in blocks, joined in block order.
+    pub fn from_blocks(blocks: Vec<RowBlock<T>>) -> Self {
+        let rows = blocks.iter().map(|b| b.0.len()).sum::<usize>();
+        let mut out = SparseRows {
+            ptr: Vec::with_capacity(rows + 1),
+            entries: Vec::with_capacity(blocks.iter().map(|b| b.1.len()).sum()),
+        };
+        out.ptr.push(0);
+        for (lens, ent) in blocks {
+            for l in lens {
+                out.ptr.push(out.ptr.last().unwrap() + l);
+            }
+            out.entries.extend(ent);
+        }
+        out
+    }
     pub fn len(&self) -> usize {
         self.ptr.len().saturating_sub(1)
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    pub fn row(&self, r: usize) -> &[(u32, f64)] {
+    pub fn row(&self, r: usize) -> &[(u32, T)] {
         &self.entries[self.ptr[r]..self.ptr[r + 1]]
     }
 }
