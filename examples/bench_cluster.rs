@@ -70,6 +70,9 @@ struct Run {
     docs_bytes: f64,
     outputs_bytes: f64,
     codes_bytes: f64,
+    /// The hybrid detector's search round and the topics round, bytes over the network.
+    search_bytes: f64,
+    topics_bytes: f64,
 }
 
 fn spawn(d: &Dirs, hosts: &Path, i: usize, cores: usize, args: &[&str]) -> Child {
@@ -210,6 +213,8 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         docs_bytes: m(&steps, "docs_bytes"),
         outputs_bytes: m(&steps, "outputs_bytes"),
         codes_bytes: m(&steps, "codes_bytes"),
+        search_bytes: m(&steps, "search_bytes"),
+        topics_bytes: m(&steps, "topics_bytes"),
     }
 }
 
@@ -229,11 +234,11 @@ fn main() {
         .collect();
     println!("\nper-timestep means:");
     println!(
-        "processes end_to_end docs/s  step coding(own+exchange) docs_round update topics hybrid commit+flush  network_KiB(docs+codes)  all-gathered codes KiB"
+        "processes end_to_end docs/s  step coding(own+exchange) docs_round update topics hybrid commit+flush  network_KiB(docs+codes+search+topics)  all-gathered codes KiB"
     );
     for r in &runs {
         println!(
-            "{:>9} {:>10.3} {:>6.0} {:>5.3} {:>6.3}({:.3}+{:.3}) {:>10.4} {:>6.3} {:>6.3} {:>6.3} {:>11.3}  {:>10.0}+{:<10.0}  {:.0}",
+            "{:>9} {:>10.3} {:>6.0} {:>5.3} {:>6.3}({:.3}+{:.3}) {:>10.4} {:>6.3} {:>6.3} {:>6.3} {:>11.3}  {:>10.0}+{:.0}+{:.0}+{:<10.0}  {:.0}",
             r.processes,
             r.end_to_end,
             1000.0 / r.end_to_end,
@@ -248,6 +253,8 @@ fn main() {
             r.commit,
             r.docs_bytes / 1024.0,
             r.outputs_bytes / 1024.0,
+            r.search_bytes / 1024.0,
+            r.topics_bytes / 1024.0,
             r.codes_bytes / 1024.0,
         );
     }

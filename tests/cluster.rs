@@ -105,22 +105,33 @@ fn verdicts(d: &Dirs) -> Vec<Seen> {
     v
 }
 
+/// Every stored topic (JSON lines as `novad topics` prints them, sorted).
+fn topics(d: &Dirs) -> Vec<String> {
+    let out = novad_ok(&["topics", "--store", &s(d), "--format", "jsonl"]);
+    let mut t: Vec<String> = out.lines().map(str::to_string).collect();
+    t.sort();
+    t
+}
+
 fn digest(d: &Dirs) -> String {
     novad_ok(&["digest", "--store", &s(d)]).trim().to_string()
 }
 
+/// What a run committed: the model's digest, every verdict, every topic.
+type Committed = (String, Vec<Seen>, Vec<String>);
+
 /// The single-node reference: plain `novad run` on the same files.
-fn single_node(files: &[(String, String)]) -> (String, Vec<Seen>) {
+fn single_node(files: &[(String, String)]) -> Committed {
     let d = Dirs::new();
     let daemon = Daemon::start(&d, MODEL);
     feed(&d, files);
     assert_eq!(stop(daemon), 0);
-    (digest(&d), verdicts(&d))
+    (digest(&d), verdicts(&d), topics(&d))
 }
 
-/// Run `n` processes of `workers` workers each on the files; returns the leader's store
-/// digest and verdicts.
-fn cluster(n: usize, workers: usize, files: &[(String, String)]) -> (String, Vec<Seen>) {
+/// Run `n` processes of `workers` workers each on the files; returns what the leader
+/// committed.
+fn cluster(n: usize, workers: usize, files: &[(String, String)]) -> Committed {
     let d = Dirs::new();
     let hosts = hosts_file(d.tmp.path(), n);
     let w = workers.to_string();
@@ -142,19 +153,22 @@ fn cluster(n: usize, workers: usize, files: &[(String, String)]) -> (String, Vec
         n * workers - 1,
         "each replica loaded the model once: {log}"
     );
-    (digest(&d), verdicts(&d))
+    (digest(&d), verdicts(&d), topics(&d))
 }
 
 #[test]
 fn one_two_and_three_processes_commit_exactly_what_one_node_commits() {
-    let files = batches(4, 120);
-    let (digest1, verdicts1) = single_node(&files);
-    assert_eq!(verdicts1.len(), 4 * 120);
+    let files = batches(4, 250);
+    let (digest1, verdicts1, topics1) = single_node(&files);
+    assert_eq!(verdicts1.len(), 4 * 250);
     assert!(verdicts1.iter().any(|v| v.4), "some verdicts are novel");
+    // the topics are found by the last worker and sent to the leader
+    assert!(!topics1.is_empty(), "some topics are found");
     for (n, workers) in [(1, 1), (2, 1), (3, 1), (2, 2)] {
-        let (dn, vn) = cluster(n, workers, &files);
+        let (dn, vn, tn) = cluster(n, workers, &files);
         assert_eq!(vn, verdicts1, "{n} processes × {workers}: verdict scores");
         assert_eq!(dn, digest1, "{n} processes × {workers}: digest");
+        assert_eq!(tn, topics1, "{n} processes × {workers}: topics");
     }
 }
 
@@ -165,7 +179,7 @@ fn wait_exit(child: &mut Child, secs: u64) -> Option<i32> {
 #[test]
 fn killing_a_replica_stops_the_cluster_and_a_restart_resumes_without_loss() {
     let files = batches(10, 120);
-    let (digest1, verdicts1) = single_node(&files);
+    let (digest1, verdicts1, topics1) = single_node(&files);
     let d = Dirs::new();
     let hosts = hosts_file(d.tmp.path(), 2);
     let leader = process(&d, &hosts, 0, MODEL);
@@ -203,12 +217,13 @@ fn killing_a_replica_stops_the_cluster_and_a_restart_resumes_without_loss() {
     drop(_replica);
     assert_eq!(verdicts(&d), verdicts1, "no verdict lost or duplicated");
     assert_eq!(digest(&d), digest1, "same model as one node");
+    assert_eq!(topics(&d), topics1, "no topic lost or duplicated");
 }
 
 #[test]
 fn killing_the_leader_stops_the_replicas_and_a_restart_resumes_without_loss() {
     let files = batches(8, 120);
-    let (digest1, verdicts1) = single_node(&files);
+    let (digest1, verdicts1, topics1) = single_node(&files);
     let d = Dirs::new();
     let hosts = hosts_file(d.tmp.path(), 3);
     let leader = process(&d, &hosts, 0, MODEL);
@@ -240,6 +255,7 @@ fn killing_the_leader_stops_the_replicas_and_a_restart_resumes_without_loss() {
     drop(procs);
     assert_eq!(verdicts(&d), verdicts1, "no verdict lost or duplicated");
     assert_eq!(digest(&d), digest1, "same model as one node");
+    assert_eq!(topics(&d), topics1, "no topic lost or duplicated");
 }
 
 #[test]

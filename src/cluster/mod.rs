@@ -2,22 +2,30 @@
 //!
 //! Process 0 leads: it runs the daemon (inbox, store, commits) exactly as `novad run` does,
 //! except that every step is shared with the other workers of the cluster. Every worker holds
-//! a replica of the model; a step sends the batch to all of them, each codes its logical
-//! shards of the batch (shard s on worker s mod workers), the codes are all-gathered, and
-//! every worker finishes the step the same way ([`novad_models::l1::replicate`]), the OIADMM
-//! update included. A document's code depends only on the document and Â_t, and the rest of
-//! the step is a deterministic function of all codes (rows of the update are independent and
-//! each summed in a fixed order), so the committed model and every verdict are bit-identical
-//! to a single-node run, whatever the number of processes. Â is shipped only when a replica must be (re)loaded: at the first
-//! step, and after a step the leader did not commit. Per step the network carries the batch's
-//! texts (to every replica) and the codes (all-gathered): O(batch). Sharing out the OIADMM
-//! sum instead would move O(m·k) per shard, far more than the codes for batches of thousands
-//! of documents (see [`novad_models::l1::replicate::ShardOutput`]).
+//! a replica of the model (and of the hybrid detector's memory); a step sends the batch to
+//! all of them, each codes its logical shards of the batch (shard s on worker s mod workers),
+//! the codes are all-gathered, and every worker finishes the step the same way
+//! ([`novad_models::l1::replicate`]), the OIADMM update included. The hybrid detector's search
+//! is shared the same way: each worker finds the nearest remembered document of its shards'
+//! documents, the results are all-gathered, the leader fuses the scores and decides, and every
+//! replica takes the batch into its memory as the leader does. The step's emerging topics,
+//! which the update does not need, are found by the last worker while the others run the
+//! update. A document's code and its nearest remembered document depend only on the document
+//! and the replicated state, and the rest of the step is a deterministic function of all of
+//! them (rows of the update are independent and each summed in a fixed order), so the
+//! committed model, the topics and every verdict are bit-identical to a single-node run,
+//! whatever the number of processes. Â and the memory are shipped only when a replica must be
+//! (re)loaded: at the first step, and after a step the leader did not commit. Per step the
+//! network carries the batch's texts (to every replica), the codes and the search results
+//! (all-gathered) and the topics: O(batch). Sharing out the OIADMM sum instead would move
+//! O(m·k) per shard, far more than the codes for batches of thousands of documents (see
+//! [`novad_models::l1::replicate::ShardOutput`]).
 //!
 //! Communication is timely-dataflow over TCP ([`net`]): one all-gather round per exchange,
-//! one timely epoch per round. When any process dies, its peers lose their connection and stop
-//! (exit status 3); the leader's store holds the last committed timestep, from which a
-//! restarted cluster resumes. The hybrid detector's memory stays on the leader. dnmf and ostc
+//! one timely epoch per round; a round can be begun before its result is needed, so the batch
+//! travels while the leader vectorises it and the topics while the others update. When any
+//! process dies, its peers lose their connection and stop (exit status 3); the leader's store
+//! holds the last committed timestep, from which a restarted cluster resumes. dnmf and ostc
 //! run on one node only.
 
 mod net;

@@ -180,7 +180,10 @@ pub struct Gather {
     input: InputHandle<u64, CapacityContainerBuilder<Vec<Record>>>,
     probe: ProbeHandle<u64>,
     got: Received,
+    /// The next round to finish.
     round: u64,
+    /// The next round to contribute to (rounds `round..sent` are open).
+    sent: u64,
     /// Workers in this process.
     local: usize,
     /// Payload bytes this worker sent to other processes' workers, over all rounds.
@@ -215,6 +218,7 @@ impl Gather {
             probe,
             got,
             round: 0,
+            sent: 0,
             local,
             bytes_sent: 0,
             bytes_received: 0,
@@ -237,11 +241,48 @@ impl Gather {
     }
 
     /// Contribute `mine` to the next round and wait for it to complete: every worker's
-    /// payload, by worker index.
+    /// payload, by worker index. Rounds still open are finished first (their payloads
+    /// dropped).
     pub fn round(&mut self, mine: Vec<u8>) -> Vec<Vec<u8>> {
+        while self.open() > 0 {
+            self.finish();
+        }
+        self.begin(mine);
+        self.finish()
+    }
+
+    /// Contribute `mine` to the next round not yet contributed to, and send it on its way
+    /// without waiting: the caller works on, then collects the round with [`Self::finish`].
+    /// Several rounds may be open; they finish in order.
+    ///
+    /// A round completes on a worker only once every worker has taken in every payload of
+    /// the round, so a worker that goes quiet (computes without stepping) holds up the others'
+    /// rounds in which it already took part. A worker that knows its next contribution early
+    /// (a replica, whose next one after a step is always [`super::protocol::Reply::Idle`])
+    /// begins that round early, so that the leader's next command reaches it at once.
+    pub fn begin(&mut self, mine: Vec<u8>) {
         self.bytes_sent += (mine.len() * (self.peers() - self.local)) as u64;
-        self.input.send((self.round, self.index() as u32, mine));
-        self.input.advance_to(self.round + 1);
+        self.input.send((self.sent, self.index() as u32, mine));
+        self.sent += 1;
+        self.input.advance_to(self.sent);
+        // a few steps move the payload through the dataflow's operators to the network
+        // threads (the caller does not step the worker until it finishes the round)
+        for _ in 0..4 {
+            self.worker.step();
+        }
+    }
+
+    /// Rounds begun and not yet finished.
+    pub fn open(&self) -> u64 {
+        self.sent - self.round
+    }
+
+    /// Wait for the oldest open round to complete: every worker's payload, by worker index
+    /// (empty when no round is open).
+    pub fn finish(&mut self) -> Vec<Vec<u8>> {
+        if self.open() == 0 {
+            return Vec::new();
+        }
         while self.probe.less_than(&(self.round + 1)) {
             // parks until a message or progress arrives: an idle replica uses no CPU
             self.worker.step_or_park(None);

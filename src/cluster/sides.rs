@@ -6,12 +6,14 @@ use std::time::Instant;
 
 use novad_models::l1::replicate::{CodingJob, Replication, ShardOutput};
 use novad_models::l1::Model;
-use novad_models::model::{EngineError, Judge, Judgement};
+use novad_models::memory::{DocMemory, Neighbour};
+use novad_models::model::{EngineError, Judge, Judgement, Topic};
 use novad_models::{Engine, StepOutput};
 
 use super::net::Gather;
 use super::protocol::{
-    decode, encode, gather_outputs, my_shards, Lead, RemoteJudge, ReplicaSide, Reply,
+    decode, encode, finds_topics, finish_topics, gather_outputs, my_shards, search_round, Lead,
+    RemoteJudge, ReplicaSide, Reply,
 };
 use super::ClusterError;
 use crate::ingest::Replicas;
@@ -47,9 +49,11 @@ impl Leader {
                 engine.kind()
             ))
         })?;
-        self.gather
-            .borrow_mut()
-            .round(encode(&Lead::Load(Box::new(m.clone()))));
+        let memory = engine.hybrid().map(|h| h.memory().state_parts());
+        self.gather.borrow_mut().round(encode(&Lead::Load {
+            model: Box::new(m.clone()),
+            memory,
+        }));
         self.in_sync = true;
         Ok(())
     }
@@ -66,15 +70,18 @@ impl Leader {
         self.in_sync = false;
         let before = self.gather.borrow().traffic();
         let t0 = Instant::now();
-        self.gather.borrow_mut().round(encode(&Lead::Step {
+        // the batch goes out while the leader vectorises it; the coding round finishes this one
+        self.gather.borrow_mut().begin(encode(&Lead::Step {
             timestep: engine.timestep(),
             docs: texts.iter().map(|t| t.to_string()).collect(),
+            times: times.to_vec(),
             judged: engine.hybrid().is_some(),
         }));
         let docs_seconds = t0.elapsed().as_secs_f64();
         let docs_bytes = self.gather.borrow().traffic() - before;
         let mut side = LeaderSide {
             gather: Rc::clone(&self.gather),
+            timestep: engine.timestep(),
             figures: Figures::default(),
         };
         let r = engine.step_at_moving_replicated(texts, times, &mut side);
@@ -91,7 +98,11 @@ impl Leader {
             exchange_seconds = format!("{:.4}", f.exchange_seconds),
             outputs_bytes = f.outputs_bytes,
             codes_bytes = f.codes_bytes,
+            search_seconds = format!("{:.4}", f.search_seconds),
+            search_bytes = f.search_bytes,
             judgement_bytes = f.judgement_bytes,
+            topics_wait_seconds = format!("{:.4}", f.topics_wait_seconds),
+            topics_bytes = f.topics_bytes,
             "cluster step"
         );
         r
@@ -158,11 +169,22 @@ struct Figures {
     codes_bytes: u64,
     /// Bytes of the judgement round sent over the network.
     judgement_bytes: u64,
+    /// The hybrid detector's search round: the leader's own search and the exchange.
+    search_seconds: f64,
+    /// Bytes of the search round sent and received over the network.
+    search_bytes: u64,
+    /// Waiting, after the update, for the topics the last worker found meanwhile.
+    topics_wait_seconds: f64,
+    /// Bytes of the topics round sent and received over the network.
+    topics_bytes: u64,
 }
 
-/// The leader's side of a step: codes its shards, passes its judge's decision on.
+/// The leader's side of a step: codes its shards, searches the memory for its shards'
+/// documents, passes its judge's decision on.
 struct LeaderSide {
     gather: Rc<RefCell<Gather>>,
+    /// The timestep of the model being stepped.
+    timestep: u64,
     figures: Figures,
 }
 
@@ -181,6 +203,46 @@ impl Replication for LeaderSide {
         let all = gather_outputs(lead, replies, job.timestep)?;
         self.figures.codes_bytes = round.iter().map(|b| b.len() as u64).sum();
         Ok(all)
+    }
+
+    fn nearest(
+        &mut self,
+        n: usize,
+        search: &dyn Fn(&[usize]) -> Vec<Option<Neighbour>>,
+    ) -> Result<Vec<Option<Neighbour>>, EngineError> {
+        let before = self.gather.borrow().traffic();
+        let t0 = Instant::now();
+        let near = search_round(&self.gather, n, self.timestep, search, |parts| {
+            encode(&Lead::Nearest(parts))
+        });
+        self.figures.search_seconds = t0.elapsed().as_secs_f64();
+        self.figures.search_bytes = self.gather.borrow().traffic() - before;
+        near
+    }
+
+    fn finds_topics(&self) -> bool {
+        finds_topics(&self.gather.borrow())
+    }
+
+    fn offer_topics(&mut self, mine: Option<&[Topic]>, _timestep: u64) -> Result<(), EngineError> {
+        self.gather
+            .borrow_mut()
+            .begin(encode(&Lead::Topics(mine.map(<[Topic]>::to_vec))));
+        Ok(())
+    }
+
+    fn topics(
+        &mut self,
+        mine: Option<Vec<Topic>>,
+        timestep: u64,
+    ) -> Result<Vec<Topic>, EngineError> {
+        let mut g = self.gather.borrow_mut();
+        let before = g.traffic();
+        let t0 = Instant::now();
+        let topics = finish_topics(&mut g, mine, timestep);
+        self.figures.topics_wait_seconds = t0.elapsed().as_secs_f64();
+        self.figures.topics_bytes = g.traffic() - before;
+        topics
     }
 
     fn judged(&mut self, j: &Result<Judgement, EngineError>) -> Result<(), EngineError> {
@@ -202,19 +264,50 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
     let index = gather.index();
     let gather = Rc::new(RefCell::new(gather));
     let mut model: Option<Model> = None;
+    let mut memory: Option<DocMemory> = None;
     loop {
-        let round = gather.borrow_mut().round(encode(&Reply::Idle));
+        let round = {
+            let mut g = gather.borrow_mut();
+            // a step ends with the next round begun (see `ReplicaSide::offer_topics`), or with
+            // its topics round still open too when it failed before collecting them
+            while g.open() > 1 {
+                g.finish();
+            }
+            if g.open() == 0 {
+                g.begin(encode(&Reply::Idle));
+            }
+            g.finish()
+        };
         let lead = decode(&round)
             .map_err(|e| ClusterError::Protocol(e.to_string()))?
             .0;
         match lead {
-            Lead::Load(m) => {
-                tracing::info!(worker = index, timestep = m.timestep(), "model loaded");
+            Lead::Load {
+                model: m,
+                memory: parts,
+            } => {
+                memory = match parts.map(|p| {
+                    DocMemory::from_state_parts(p.iter().map(|(n, b)| (n.as_str(), b.as_slice())))
+                }) {
+                    Some(Ok(mem)) => Some(mem),
+                    Some(Err(e)) => {
+                        tracing::warn!(worker = index, error = %e, "the leader's memory does not load");
+                        None
+                    }
+                    None => None,
+                };
+                tracing::info!(
+                    worker = index,
+                    timestep = m.timestep(),
+                    memory_docs = memory.as_ref().map_or(0, DocMemory::len),
+                    "model loaded"
+                );
                 model = Some(*m);
             }
             Lead::Step {
                 timestep,
                 docs,
+                times,
                 judged,
             } => {
                 let Some(cur) = model.as_ref().filter(|m| m.timestep() == timestep) else {
@@ -223,19 +316,41 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                 };
                 let mut side = ReplicaSide {
                     gather: Rc::clone(&gather),
+                    timestep,
                 };
                 let mut remote = RemoteJudge {
                     gather: Rc::clone(&gather),
+                    memory: memory.as_mut(),
+                    timestep,
+                    times: &times,
                 };
                 let judge: Option<&mut dyn Judge> = if judged { Some(&mut remote) } else { None };
+                let t0 = Instant::now();
                 match cur.step_replicated(&docs, judge, &mut side) {
-                    Ok((m, _)) => model = Some(m),
+                    Ok((m, out)) => {
+                        let s = &out.stats;
+                        tracing::info!(
+                            worker = index,
+                            timestep,
+                            step_seconds = format!("{:.4}", t0.elapsed().as_secs_f64()),
+                            vectorize_seconds = format!("{:.4}", s.seconds_vectorize),
+                            coding_seconds = format!("{:.4}", s.seconds_coding),
+                            topics_seconds = format!("{:.4}", s.seconds_topics),
+                            update_seconds = format!("{:.4}", s.seconds_update),
+                            "replica step"
+                        );
+                        model = Some(m)
+                    }
                     Err(e) => tracing::warn!(worker = index, timestep, error = %e, "step dropped"),
                 }
             }
             Lead::Stop(None) => return Ok(()),
             Lead::Stop(Some(why)) => return Err(ClusterError::LeaderStopped(why)),
-            Lead::Shards(_) | Lead::Judgement(_) | Lead::Abort => {}
+            Lead::Shards(_)
+            | Lead::Nearest(_)
+            | Lead::Judgement(_)
+            | Lead::Topics(_)
+            | Lead::Abort => {}
         }
     }
 }

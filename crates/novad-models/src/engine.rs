@@ -217,38 +217,69 @@ struct HybridJudge<'a> {
     seconds: f64,
 }
 
+/// The batch as the hybrid detector's memory sees it: each document's term vector (keyed by
+/// term, so independent of the model's term ids) and its reference, in batch order. Fails when
+/// `times` does not have one entry per document.
+pub fn memory_batch(
+    b: &Scored,
+    timestep: u64,
+    times: &[i64],
+) -> Result<(Vec<TermVector>, Vec<DocRef>), EngineError> {
+    let vectors: Vec<TermVector> = b
+        .vectors
+        .par_iter()
+        .map(|v| TermVector::from_sparse(v, |id| b.vocab.term(id)))
+        .collect();
+    if vectors.len() != b.scores.len() || times.len() != b.scores.len() {
+        return Err(EngineError::Inconsistent(format!(
+            "{} vectors and {} times for {} documents",
+            vectors.len(),
+            times.len(),
+            b.scores.len()
+        )));
+    }
+    let refs = (0..vectors.len())
+        .map(|i| DocRef {
+            timestep,
+            seq: i as u32,
+            time: times[i],
+        })
+        .collect();
+    Ok((vectors, refs))
+}
+
 impl Judge for HybridJudge<'_> {
     fn judge(&mut self, b: &Scored) -> Result<Judgement, EngineError> {
+        self.judge_shared(b, &mut Local)
+    }
+
+    /// The memory's search goes through `rep` (shared out by logical shard in a cluster);
+    /// fusion, the threshold and the plan are the leader's.
+    fn judge_shared(
+        &mut self,
+        b: &Scored,
+        rep: &mut dyn Replication,
+    ) -> Result<Judgement, EngineError> {
         let t0 = Instant::now();
-        let vectors: Vec<TermVector> = b
-            .vectors
-            .par_iter()
-            .map(|v| TermVector::from_sparse(v, |id| b.vocab.term(id)))
-            .collect();
-        if vectors.len() != b.scores.len() || self.times.len() != b.scores.len() {
-            return Err(EngineError::Inconsistent(format!(
-                "{} vectors and {} times for {} documents",
-                vectors.len(),
-                self.times.len(),
-                b.scores.len()
-            )));
-        }
+        let (vectors, refs) = memory_batch(b, self.timestep, self.times)?;
+        let memory = self.hybrid.memory();
+        let near = rep.nearest(vectors.len(), &|at: &[usize]| {
+            let qs: Vec<&TermVector> = at.iter().map(|&j| &vectors[j]).collect();
+            memory.nearest_batch(&qs)
+        })?;
         let docs: Vec<HybridDoc> = vectors
             .iter()
+            .zip(refs)
             .enumerate()
-            .map(|(i, v)| HybridDoc {
-                reference: DocRef {
-                    timestep: self.timestep,
-                    seq: i as u32,
-                    time: self.times[i],
-                },
+            .map(|(i, (v, reference))| HybridDoc {
+                reference,
                 vector: v,
                 model_score: b.scores[i],
             })
             .collect();
         let step = self
             .hybrid
-            .step(&docs, b.rule, b.silent)
+            .step_with(&docs, near, b.rule, b.silent)
             .map_err(memory_err)?;
         let j = Judgement {
             novel: step.verdicts.iter().map(|v| v.novel).collect(),

@@ -145,6 +145,16 @@ pub struct Judgement {
 /// that is given a judge calls it exactly once per step, with every document of the batch.
 pub trait Judge {
     fn judge(&mut self, batch: &Scored) -> Result<Judgement, EngineError>;
+
+    /// [`Self::judge`] in a step whose work `rep` shares among replicas of the model: a judge
+    /// with work of its own to share (the hybrid detector's search) shares it there.
+    fn judge_shared(
+        &mut self,
+        batch: &Scored,
+        _rep: &mut dyn crate::l1::replicate::Replication,
+    ) -> Result<Judgement, EngineError> {
+        self.judge(batch)
+    }
 }
 
 /// The judgement of `judge`, or `own` when there is none; checks the judge's answer has one

@@ -243,6 +243,30 @@ impl Model {
         self.params.text.tokenizer()
     }
 
+    /// The step's emerging topics (DICTCLUST) among the `novel` documents of the batch.
+    fn find_topics(
+        &self,
+        vectors: &[SparseDoc],
+        scores: &[f64],
+        novel: &[bool],
+        m: usize,
+    ) -> Vec<crate::model::Topic> {
+        let Some(tp) = &self.params.topics else {
+            return Vec::new();
+        };
+        let novel_idx: Vec<usize> = (0..vectors.len()).filter(|&j| novel[j]).collect();
+        dictclust(
+            vectors,
+            scores,
+            &novel_idx,
+            m,
+            &self.params.coding,
+            tp,
+            self.params.seed ^ self.timestep.wrapping_mul(0xA24B_AED4_963E_E407),
+        )
+        .0
+    }
+
     /// Process one batch (one timestep). The first batch with a non-empty document bootstraps
     /// the dictionary; its documents get `bootstrap = true` verdicts. Later batches are scored
     /// against Â_t, thresholded, and Â, Δ updated by OIADMM.
@@ -366,7 +390,10 @@ impl Model {
             silent,
             rule: &p.threshold,
         };
-        let mut tapped = judge.map(|inner| Tapped { inner, rep });
+        let mut tapped = judge.map(|inner| Tapped {
+            inner,
+            rep: &mut *rep,
+        });
         let judge = tapped.as_mut().map(|t| t as &mut dyn Judge);
         let (novel, thr) = judged(judge, &scored, || {
             if silent {
@@ -394,24 +421,14 @@ impl Model {
         }
 
         // Emerging topics among the novel documents (DICTCLUST), judged by Â_t like the scores.
+        // One replica finds them and offers them while every replica goes on with the update.
         let t_topics = Instant::now();
-        let topics = match &p.topics {
-            Some(tp) if !is_bootstrap && bootstrapped => {
-                let novel_idx: Vec<usize> = (0..n).filter(|&j| novel[j]).collect();
-                dictclust(
-                    &vectors,
-                    &scores,
-                    &novel_idx,
-                    m,
-                    &p.coding,
-                    tp,
-                    p.seed ^ self.timestep.wrapping_mul(0xA24B_AED4_963E_E407),
-                )
-                .0
-            }
-            _ => Vec::new(),
-        };
-        stats.topics = topics.len();
+        let want_topics = p.topics.is_some() && !is_bootstrap && bootstrapped;
+        let mine = (want_topics && rep.finds_topics())
+            .then(|| self.find_topics(&vectors, &scores, &novel, m));
+        if want_topics {
+            rep.offer_topics(mine.as_deref(), self.timestep)?;
+        }
         stats.seconds_topics = t_topics.elapsed().as_secs_f64();
 
         // Dictionary update (not on the bootstrap batch, not before bootstrap, not on an empty
@@ -434,6 +451,14 @@ impl Model {
             let n_prev = self.delta.ncols();
             (dict, self.delta.remap_resize(&change.remap, n_prev))
         };
+        let t_take = Instant::now();
+        let topics = if want_topics {
+            rep.topics(mine, self.timestep)?
+        } else {
+            Vec::new()
+        };
+        stats.topics = topics.len();
+        stats.seconds_topics += t_take.elapsed().as_secs_f64();
         // Atom ages, then the refresh of the least-used atoms (after OIADMM: new atoms have no
         // code in this batch, so the update would not touch them anyway).
         let mut last_used = self.last_used.clone();

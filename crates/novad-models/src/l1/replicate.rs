@@ -4,7 +4,9 @@
 //! [`Replication`]: a [`CodingJob`] describes the batch and the dictionary; the replication
 //! returns, for every logical shard, the codes of its documents ([`ShardOutput`]). [`Local`]
 //! computes every shard here; a cluster
-//! computes each shard on one replica and gathers them all. Everything else in the step is a
+//! computes each shard on one replica and gathers them all. The step's emerging topics, which
+//! the update does not need, are found by one replica while the others run the update, and
+//! offered to them ([`Replication::offer_topics`], [`Replication::topics`]). Everything else in the step is a
 //! deterministic function of the model, the batch and these outputs, so replicas that start
 //! from the same model and see the same batch and outputs end with the same model.
 
@@ -14,7 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::l1::coding::{code_document, CodingDict, CodingParams};
 use crate::l1::dictionary::{shard_docs, LOGICAL_SHARDS};
-use crate::model::{Code, EngineError, Judge, Judgement, Scored};
+use crate::memory::Neighbour;
+use crate::model::{Code, EngineError, Judge, Judgement, Scored, Topic};
 use crate::text::SparseDoc;
 
 /// What the coding of one step needs: the batch's vectors and the dictionary they are coded
@@ -129,6 +132,41 @@ pub trait Replication {
         Ok(())
     }
 
+    /// True when this replica finds the step's emerging topics: [`Local`] always; in a
+    /// cluster one worker does, while the others go on with the update.
+    fn finds_topics(&self) -> bool {
+        true
+    }
+
+    /// Offer the step's topics to the other replicas without waiting for them: `Some` exactly
+    /// when [`Self::finds_topics`]. Called once per step that has topics, before the update.
+    fn offer_topics(&mut self, _mine: Option<&[Topic]>, _timestep: u64) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    /// The step's topics, after the update: `mine` when this replica found them, else the
+    /// finder's offer (waiting for it). Fails when no replica found them.
+    fn topics(
+        &mut self,
+        mine: Option<Vec<Topic>>,
+        _timestep: u64,
+    ) -> Result<Vec<Topic>, EngineError> {
+        mine.ok_or_else(|| EngineError::Inconsistent("no replica found the step's topics".into()))
+    }
+
+    /// The hybrid detector's search for the step's batch of `n` documents: the nearest
+    /// remembered document of each, in batch order. `search` finds them for the given batch
+    /// positions against this replica's memory; [`Local`] asks it for every position, a
+    /// cluster for the documents of this worker's logical shards and gathers the others.
+    fn nearest(
+        &mut self,
+        n: usize,
+        search: &dyn Fn(&[usize]) -> Vec<Option<Neighbour>>,
+    ) -> Result<Vec<Option<Neighbour>>, EngineError> {
+        let all: Vec<usize> = (0..n).collect();
+        Ok(search(&all))
+    }
+
     /// True for [`Local`]: every shard is computed here (any model kind may then step).
     fn is_local(&self) -> bool {
         false
@@ -156,7 +194,7 @@ pub(crate) struct Tapped<'a, 'b> {
 
 impl Judge for Tapped<'_, '_> {
     fn judge(&mut self, batch: &Scored) -> Result<Judgement, EngineError> {
-        let r = self.inner.judge(batch);
+        let r = self.inner.judge_shared(batch, self.rep);
         self.rep.judged(&r)?;
         r
     }

@@ -212,13 +212,30 @@ impl Hybrid {
     /// verdict depends only on its own document and the state, never on the rest of the batch.
     /// Fails on a model score that is not finite.
     pub fn score(&self, docs: &[HybridDoc]) -> Result<Vec<HybridVerdict>, MemoryError> {
+        let qs: Vec<&TermVector> = docs.iter().map(|d| d.vector).collect();
+        self.score_with(docs, self.memory.nearest_batch(&qs))
+    }
+
+    /// [`Self::score`] with the memory's search already done: `near[j]` is the nearest stored
+    /// document of `docs[j]` ([`DocMemory::nearest`] on this state, wherever it ran). Fails
+    /// when `near` does not have one entry per document.
+    pub fn score_with(
+        &self,
+        docs: &[HybridDoc],
+        near: Vec<Option<Neighbour>>,
+    ) -> Result<Vec<HybridVerdict>, MemoryError> {
         if let Some(j) = docs.iter().position(|d| !d.model_score.is_finite()) {
             return Err(MemoryError::Inconsistent(format!(
                 "model score of document {j} is not finite"
             )));
         }
-        let qs: Vec<&TermVector> = docs.iter().map(|d| d.vector).collect();
-        let near: Vec<Option<Neighbour>> = self.memory.nearest_batch(&qs);
+        if near.len() != docs.len() {
+            return Err(MemoryError::Inconsistent(format!(
+                "{} nearest documents for {} documents",
+                near.len(),
+                docs.len()
+            )));
+        }
         let h = [&self.model_history, &self.nn_history];
         Ok(docs
             .iter()
@@ -264,7 +281,20 @@ impl Hybrid {
         rule: &ThresholdRule,
         bootstrap: bool,
     ) -> Result<HybridStep, MemoryError> {
-        let mut verdicts = self.score(docs)?;
+        let qs: Vec<&TermVector> = docs.iter().map(|d| d.vector).collect();
+        self.step_with(docs, self.memory.nearest_batch(&qs), rule, bootstrap)
+    }
+
+    /// [`Self::step`] with the memory's search already done (see [`Self::score_with`]): the
+    /// same step when `near` is what this memory's search gives.
+    pub fn step_with(
+        &self,
+        docs: &[HybridDoc],
+        near: Vec<Option<Neighbour>>,
+        rule: &ThresholdRule,
+        bootstrap: bool,
+    ) -> Result<HybridStep, MemoryError> {
+        let mut verdicts = self.score_with(docs, near)?;
         let batch: Vec<(DocRef, &TermVector)> =
             docs.iter().map(|d| (d.reference, d.vector)).collect();
         let memory = self.memory.plan(&batch);
@@ -522,6 +552,52 @@ mod tests {
         let e = Hybrid::from_state_parts(bad.iter().map(|(n, b)| (n.as_str(), b.as_slice())))
             .unwrap_err();
         assert!(e.to_string().contains("hybrid/history/nn/2"), "{e}");
+    }
+
+    #[test]
+    fn a_replica_of_the_memory_that_plans_each_batch_itself_stays_equal() {
+        // what a cluster's replica does: load the leader's memory from its parts once, then
+        // search and take in every batch itself; the leader's step uses the shared search
+        let mut h = warmed(3);
+        let mut replica = DocMemory::from_state_parts(
+            h.memory()
+                .state_parts()
+                .iter()
+                .map(|(n, b)| (n.as_str(), b.as_slice())),
+        )
+        .unwrap();
+        let rule = ThresholdRule::default_adaptive();
+        for t in 3..8 {
+            let b = batch(t, 40);
+            let d = docs(t, &b);
+            // the replica searches the odd positions, the leader the even ones
+            let qs: Vec<&TermVector> = d.iter().map(|x| x.vector).collect();
+            let odd: Vec<usize> = (1..d.len()).step_by(2).collect();
+            let theirs = replica.nearest_batch(&odd.iter().map(|&j| qs[j]).collect::<Vec<_>>());
+            let mut near = h.memory().nearest_batch(&qs);
+            for (&j, nb) in odd.iter().zip(theirs) {
+                near[j] = nb;
+            }
+            let shared = h.step_with(&d, near, &rule, false).unwrap();
+            let own = h.step(&d, &rule, false).unwrap();
+            assert_eq!(shared.verdicts, own.verdicts, "timestep {t}");
+            assert_eq!(shared.plan.memory, own.plan.memory);
+            let refs: Vec<(DocRef, &TermVector)> =
+                d.iter().map(|x| (x.reference, x.vector)).collect();
+            replica.apply(replica.plan(&refs));
+            h.apply(shared.plan);
+            assert_eq!(
+                replica.state_parts(),
+                h.memory().state_parts(),
+                "timestep {t}"
+            );
+        }
+        assert!(h.memory().len() > 100);
+        // a search result per document, or the step is refused
+        let b = batch(9, 3);
+        assert!(h
+            .step_with(&docs(9, &b), vec![None; 2], &rule, false)
+            .is_err());
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub struct StoredDoc {
 }
 
 /// The nearest stored document of a query.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Neighbour {
     pub reference: DocRef,
     /// Cosine of the query and the stored (truncated) vector, in [0, 1].
