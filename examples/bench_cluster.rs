@@ -61,6 +61,9 @@ struct Run {
     step: f64,
     coding: f64,
     local_code: f64,
+    /// The hybrid detector's search round as the leader sees it (its own search and the
+    /// exchange; with one process, the whole search).
+    search: f64,
     exchange: f64,
     docs_round: f64,
     update: f64,
@@ -204,6 +207,7 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         step: m(&committed, "step_seconds"),
         coding: m(&committed, "coding_seconds"),
         local_code: m(&steps, "code_seconds"),
+        search: m(&steps, "search_seconds"),
         exchange: m(&steps, "exchange_seconds"),
         docs_round: m(&steps, "docs_seconds"),
         update: m(&committed, "update_seconds"),
@@ -234,11 +238,11 @@ fn main() {
         .collect();
     println!("\nper-timestep means:");
     println!(
-        "processes end_to_end docs/s  step coding(own+exchange) docs_round update topics hybrid commit+flush  network_KiB(docs+codes+search+topics)  all-gathered codes KiB"
+        "processes end_to_end docs/s  step coding(own+exchange) docs_round update topics hybrid(search) commit+flush  network_KiB(docs+codes+search+topics)  all-gathered codes KiB"
     );
     for r in &runs {
         println!(
-            "{:>9} {:>10.3} {:>6.0} {:>5.3} {:>6.3}({:.3}+{:.3}) {:>10.4} {:>6.3} {:>6.3} {:>6.3} {:>11.3}  {:>10.0}+{:.0}+{:.0}+{:<10.0}  {:.0}",
+            "{:>9} {:>10.3} {:>6.0} {:>5.3} {:>6.3}({:.3}+{:.3}) {:>10.4} {:>6.3} {:>6.3} {:>6.3}({:.3}) {:>11.3}  {:>10.0}+{:.0}+{:.0}+{:<10.0}  {:.0}",
             r.processes,
             r.end_to_end,
             1000.0 / r.end_to_end,
@@ -250,6 +254,7 @@ fn main() {
             r.update,
             r.topics,
             r.hybrid,
+            r.search,
             r.commit,
             r.docs_bytes / 1024.0,
             r.outputs_bytes / 1024.0,
@@ -282,20 +287,20 @@ fn main() {
         r1.end_to_end,
         r2.end_to_end
     );
-    // Cost model: T(P) = S + C / min(P, L) + X(P). C: the coding one worker does alone
-    // (measured with 1 process); S: everything else of the timestep (measured with 1 process,
-    // end to end minus the coding); X(P): the exchange, fitted on 2 processes as a fixed
-    // per-step cost plus bytes / bandwidth, where a worker receives the documents and
-    // (P − 1)/P of every shard's outputs.
+    // Cost model: T(P) = S + C / min(P, L) + X(P). C: the work shared out by logical shard
+    // that one worker does alone (the coding and the hybrid detector's search, measured with 1
+    // process); S: everything else of the timestep (measured with 1 process, end to end minus
+    // C); X(P): the exchange, fitted on 2 processes as a fixed per-step cost plus bytes /
+    // bandwidth, where a worker receives the documents and (P − 1)/P of every shard's outputs.
     let l = novad_models::l1::dictionary::LOGICAL_SHARDS as f64;
-    let c = r1.local_code;
+    let c = r1.local_code + r1.search;
     let s = r1.end_to_end - c;
     let bytes2 = r2.docs_bytes + r2.outputs_bytes;
     let x2 = (r2.end_to_end - s - c / 2.0).max(0.0);
     let bandwidth = 1.0e9 / 8.0 * 10.0; // a 10 Gb/s network, in bytes/s
     let volume = |p: f64| r2.docs_bytes + r1.codes_bytes * (p - 1.0) / p;
     println!(
-        "\ncost model from these runs: S = {s:.3}s serial per timestep, C = {c:.3}s coding at one worker, exchange on 2 processes X(2) = {x2:.3}s for {:.0} KiB; extrapolated with {l} logical shards and a 10 Gb/s network:",
+        "\ncost model from these runs: S = {s:.3}s serial per timestep, C = {c:.3}s coding and search at one worker, exchange on 2 processes X(2) = {x2:.3}s for {:.0} KiB; extrapolated with {l} logical shards and a 10 Gb/s network:",
         bytes2 / 1024.0
     );
     println!("workers  T(P)_s  docs/s  speed-up");
