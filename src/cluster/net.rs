@@ -303,3 +303,36 @@ impl Gather {
         got.into_iter().map(|g| g.1).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_begun_ahead_finish_in_order_with_every_workers_payload() {
+        // two workers in one process, each begins two rounds before finishing either
+        let guards = timely::execute(timely::Config::process(2), |worker| {
+            let mut g = Gather::new(worker, 2);
+            let me = g.index() as u8;
+            g.begin(vec![me, 1]);
+            g.begin(vec![me, 2]);
+            assert_eq!(g.open(), 2);
+            let first = g.finish();
+            let second = g.finish();
+            assert_eq!(g.open(), 0);
+            let none = g.finish();
+            // a round still open when the next one is taken whole is finished and dropped
+            g.begin(vec![me, 3]);
+            let fourth = g.round(vec![me, 4]);
+            (first, second, none, fourth)
+        })
+        .unwrap();
+        for r in guards.join() {
+            let (first, second, none, fourth) = r.unwrap();
+            assert_eq!(first, vec![vec![0, 1], vec![1, 1]]);
+            assert_eq!(second, vec![vec![0, 2], vec![1, 2]]);
+            assert!(none.is_empty());
+            assert_eq!(fourth, vec![vec![0, 4], vec![1, 4]]);
+        }
+    }
+}

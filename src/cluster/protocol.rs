@@ -44,9 +44,12 @@ pub enum Lead {
     },
     /// The leader's shard outputs for the step's coding round.
     Shards(Vec<ShardOutput>),
-    /// The leader's part of the search round: the nearest remembered document of each
-    /// document of its logical shards.
-    Nearest(Vec<NearestPart>),
+    /// The leader's part of the search round: its memory's mark and the nearest remembered
+    /// document of each document of its logical shards.
+    Nearest {
+        memory: [u64; 3],
+        parts: Vec<NearestPart>,
+    },
     /// The leader's judgement (or the judge's error).
     Judgement(Result<Judgement, String>),
     /// The leader's part of a step's topics round: the topics when it found them.
@@ -66,9 +69,11 @@ pub enum Reply {
         timestep: u64,
         outs: Vec<ShardOutput>,
     },
-    /// Its part of the search round of the step of the model at `timestep`.
+    /// Its part of the search round of the step of the model at `timestep`, from a memory
+    /// with this mark.
     Nearest {
         timestep: u64,
+        memory: [u64; 3],
         parts: Vec<NearestPart>,
     },
     /// Its part of the topics round of the step of the model at `timestep`: the topics when it
@@ -86,7 +91,7 @@ impl Lead {
             Lead::Load { .. } => "load",
             Lead::Step { .. } => "step",
             Lead::Shards(_) => "shard outputs",
-            Lead::Nearest(_) => "nearest documents",
+            Lead::Nearest { .. } => "nearest documents",
             Lead::Judgement(_) => "judgement",
             Lead::Topics(_) => "topics",
             Lead::Abort => "abort",
@@ -198,8 +203,8 @@ fn gathered_nearest(
     timestep: u64,
 ) -> Result<Vec<Option<Neighbour>>, EngineError> {
     let (lead, replies) = decode(round)?;
-    let mut parts = match lead {
-        Lead::Nearest(p) => p,
+    let (memory, mut parts) = match lead {
+        Lead::Nearest { memory, parts } => (memory, parts),
         Lead::Abort => return Err(broken("the leader abandoned the step".into())),
         other => {
             return Err(broken(format!(
@@ -212,8 +217,18 @@ fn gathered_nearest(
         match r {
             Reply::Nearest {
                 timestep: t,
+                memory: mark,
                 parts: p,
-            } if t == timestep => parts.extend(p),
+            } if t == timestep => {
+                if mark != memory {
+                    return Err(broken(format!(
+                        "worker {}'s memory (offered, stored, bytes) is at {mark:?}, the \
+                         leader's at {memory:?}",
+                        i + 1
+                    )));
+                }
+                parts.extend(p)
+            }
             _ => {
                 return Err(broken(format!(
                     "worker {} did not take part in the search at timestep {timestep}",
@@ -335,11 +350,16 @@ impl Replication for ReplicaSide {
     fn nearest(
         &mut self,
         n: usize,
+        memory: [u64; 3],
         search: &dyn Fn(&[usize]) -> Vec<Option<Neighbour>>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
         let timestep = self.timestep;
         search_round(&self.gather, n, timestep, search, |parts| {
-            encode(&Reply::Nearest { timestep, parts })
+            encode(&Reply::Nearest {
+                timestep,
+                memory,
+                parts,
+            })
         })
     }
 
@@ -398,7 +418,7 @@ impl Judge for RemoteJudge<'_> {
             let qs: Vec<&TermVector> = at.iter().map(|&j| &vectors[j]).collect();
             memory.nearest_batch(&qs)
         };
-        rep.nearest(vectors.len(), &search)?;
+        rep.nearest(vectors.len(), memory.mark(), &search)?;
         let judgement = leaders_judgement(&self.gather)?;
         let docs: Vec<_> = refs.into_iter().zip(vectors.iter()).collect();
         let plan = memory.plan(&docs);
@@ -443,12 +463,17 @@ mod tests {
             .collect()
     }
 
+    /// The leader's memory mark, and another one.
+    const MARK: [u64; 3] = [900, 700, 1 << 20];
+    const STALE: [u64; 3] = [800, 700, 1 << 20];
+
     /// The round's payloads when every worker of `peers` contributes its part (`edit`
-    /// changes worker i's parts first).
+    /// changes worker i's parts first; worker `stale`, if any, searched another memory).
     fn round(
         peers: usize,
         n: usize,
         timestep: u64,
+        stale: Option<usize>,
         edit: impl Fn(usize, &mut Vec<NearestPart>),
     ) -> Vec<Vec<u8>> {
         (0..peers)
@@ -456,9 +481,16 @@ mod tests {
                 let mut parts = nearest_parts(i, peers, n, &search);
                 edit(i, &mut parts);
                 if i == 0 {
-                    encode(&Lead::Nearest(parts))
+                    encode(&Lead::Nearest {
+                        memory: MARK,
+                        parts,
+                    })
                 } else {
-                    encode(&Reply::Nearest { timestep, parts })
+                    encode(&Reply::Nearest {
+                        timestep,
+                        memory: if stale == Some(i) { STALE } else { MARK },
+                        parts,
+                    })
                 }
             })
             .collect()
@@ -469,7 +501,7 @@ mod tests {
         for peers in 1..=3 {
             for n in [0, 5, 64, 130] {
                 let all: Vec<usize> = (0..n).collect();
-                let got = gathered_nearest(&round(peers, n, 7, |_, _| {}), n, 7).unwrap();
+                let got = gathered_nearest(&round(peers, n, 7, None, |_, _| {}), n, 7).unwrap();
                 assert_eq!(got, search(&all), "{peers} workers, {n} documents");
             }
         }
@@ -483,7 +515,7 @@ mod tests {
         };
         // worker 1 left one shard out
         let e = err(
-            round(2, n, 7, |i, p| {
+            round(2, n, 7, None, |i, p| {
                 if i == 1 {
                     p.truncate(3)
                 }
@@ -493,7 +525,7 @@ mod tests {
         assert!(e.contains("no search result for document"), "{e}");
         // worker 1 sent the leader's shard 0 as well
         let e = err(
-            round(2, n, 7, |i, p| {
+            round(2, n, 7, None, |i, p| {
                 if i == 1 {
                     p.push(nearest_parts(0, 2, n, &search).remove(0))
                 }
@@ -503,7 +535,7 @@ mod tests {
         assert!(e.contains("logical shard 0: unknown or given twice"), "{e}");
         // a shard with a document too few
         let e = err(
-            round(2, n, 7, |i, p| {
+            round(2, n, 7, None, |i, p| {
                 if i == 0 {
                     p[1].near.pop();
                 }
@@ -515,12 +547,18 @@ mod tests {
             "{e}"
         );
         // a replica at another timestep, or one that did not take part
-        let e = err(round(3, n, 6, |_, _| {}), 7);
+        let e = err(round(3, n, 6, None, |_, _| {}), 7);
         assert!(
             e.contains("worker 1 did not take part in the search"),
             "{e}"
         );
-        let mut r = round(2, n, 7, |_, _| {});
+        // a replica whose memory is not where the leader's is
+        let e = err(round(3, n, 7, Some(2), |_, _| {}), 7);
+        assert!(
+            e.contains("worker 2's memory (offered, stored, bytes)"),
+            "{e}"
+        );
+        let mut r = round(2, n, 7, None, |_, _| {});
         r[1] = encode(&Reply::Idle);
         assert!(err(r, 7).contains("worker 1 did not take part"));
     }

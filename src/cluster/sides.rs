@@ -208,12 +208,13 @@ impl Replication for LeaderSide {
     fn nearest(
         &mut self,
         n: usize,
+        memory: [u64; 3],
         search: &dyn Fn(&[usize]) -> Vec<Option<Neighbour>>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
         let before = self.gather.borrow().traffic();
         let t0 = Instant::now();
         let near = search_round(&self.gather, n, self.timestep, search, |parts| {
-            encode(&Lead::Nearest(parts))
+            encode(&Lead::Nearest { memory, parts })
         });
         self.figures.search_seconds = t0.elapsed().as_secs_f64();
         self.figures.search_bytes = self.gather.borrow().traffic() - before;
@@ -347,7 +348,7 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
             Lead::Stop(None) => return Ok(()),
             Lead::Stop(Some(why)) => return Err(ClusterError::LeaderStopped(why)),
             Lead::Shards(_)
-            | Lead::Nearest(_)
+            | Lead::Nearest { .. }
             | Lead::Judgement(_)
             | Lead::Topics(_)
             | Lead::Abort => {}

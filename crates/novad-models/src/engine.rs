@@ -263,7 +263,7 @@ impl Judge for HybridJudge<'_> {
         let t0 = Instant::now();
         let (vectors, refs) = memory_batch(b, self.timestep, self.times)?;
         let memory = self.hybrid.memory();
-        let near = rep.nearest(vectors.len(), &|at: &[usize]| {
+        let near = rep.nearest(vectors.len(), memory.mark(), &|at: &[usize]| {
             let qs: Vec<&TermVector> = at.iter().map(|&j| &vectors[j]).collect();
             memory.nearest_batch(&qs)
         })?;

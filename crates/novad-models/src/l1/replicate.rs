@@ -156,11 +156,13 @@ pub trait Replication {
 
     /// The hybrid detector's search for the step's batch of `n` documents: the nearest
     /// remembered document of each, in batch order. `search` finds them for the given batch
-    /// positions against this replica's memory; [`Local`] asks it for every position, a
-    /// cluster for the documents of this worker's logical shards and gathers the others.
+    /// positions against this replica's memory, whose [`crate::memory::DocMemory::mark`] is
+    /// `memory`; [`Local`] asks it for every position, a cluster for the documents of this
+    /// worker's logical shards and gathers the others (from memories with the same mark).
     fn nearest(
         &mut self,
         n: usize,
+        _memory: [u64; 3],
         search: &dyn Fn(&[usize]) -> Vec<Option<Neighbour>>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
         let all: Vec<usize> = (0..n).collect();

@@ -145,6 +145,12 @@ impl DocMemory {
     pub fn offered(&self) -> u64 {
         self.offered
     }
+    /// Where the memory stands: documents offered, stored, and accounted bytes. Two memories
+    /// that took in the same batches from the same state have the same mark (a replica's is
+    /// checked against the leader's before their searches are combined).
+    pub fn mark(&self) -> [u64; 3] {
+        [self.offered, self.live as u64, self.bytes]
+    }
     /// Accounted bytes: 64 per document + 20 per stored term (vector + postings). The process
     /// uses somewhat more (hash-table and vector slack).
     pub fn bytes(&self) -> u64 {
