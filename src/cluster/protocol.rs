@@ -17,7 +17,7 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 
 use novad_models::engine::memory_batch;
-use novad_models::l1::dictionary::{shard_docs, LOGICAL_SHARDS};
+use novad_models::l1::dictionary::{by_position, per_shard, ShardGap, LOGICAL_SHARDS};
 use novad_models::l1::replicate::{CodingJob, Replication, ShardOutput};
 use novad_models::l1::Model;
 use novad_models::memory::{DocMemory, Neighbour, TermVector};
@@ -182,14 +182,11 @@ fn nearest_parts(
     n: usize,
     search: &dyn Fn(&[usize]) -> Vec<Option<Neighbour>>,
 ) -> Vec<NearestPart> {
-    let shards = my_shards(index, peers);
-    let at: Vec<usize> = shards.iter().flat_map(|&s| shard_docs(n, s)).collect();
-    let mut near = search(&at).into_iter();
-    shards
-        .iter()
-        .map(|&s| NearestPart {
+    per_shard(n, &my_shards(index, peers), search)
+        .into_iter()
+        .map(|(s, near)| NearestPart {
             shard: s as u32,
-            near: near.by_ref().take(shard_docs(n, s).count()).collect(),
+            near,
         })
         .collect()
 }
@@ -237,29 +234,16 @@ fn gathered_nearest(
             }
         }
     }
-    let mut near: Vec<Option<Option<Neighbour>>> = vec![None; n];
-    let mut seen = [false; LOGICAL_SHARDS];
-    for p in parts {
-        let s = p.shard as usize;
-        let docs: Vec<usize> = if s < LOGICAL_SHARDS && !seen[s] {
-            shard_docs(n, s).collect()
-        } else {
-            return Err(broken(format!("logical shard {s}: unknown or given twice")));
-        };
-        seen[s] = true;
-        if p.near.len() != docs.len() {
-            return Err(broken(format!(
-                "logical shard {s}: wrong number of documents"
-            )));
+    let parts = parts.into_iter().map(|p| (p.shard as usize, p.near));
+    by_position(n, parts).map_err(|gap| match gap {
+        ShardGap::Unknown(s) | ShardGap::Twice(s) => {
+            broken(format!("logical shard {s}: unknown or given twice"))
         }
-        for (j, nb) in docs.into_iter().zip(p.near) {
-            near[j] = Some(nb);
-        }
-    }
-    near.into_iter()
-        .enumerate()
-        .map(|(j, nb)| nb.ok_or_else(|| broken(format!("no search result for document {j}"))))
-        .collect()
+        ShardGap::Missing(s) => broken(format!(
+            "no search result for documents of logical shard {s}"
+        )),
+        ShardGap::Count(s) => broken(format!("logical shard {s}: wrong number of documents")),
+    })
 }
 
 /// A step's search round, on any worker: contribute this worker's part (`mine` wraps it as
@@ -370,22 +354,18 @@ impl Replication for ReplicaSide {
     /// The topics round is the step's last: the replica also begins the round after it (its
     /// part there is [`Reply::Idle`], whatever the leader says), so that the leader's next
     /// command gets through while this replica still runs its update.
-    fn offer_topics(&mut self, mine: Option<&[Topic]>, timestep: u64) -> Result<(), EngineError> {
+    fn offer_topics(&mut self, mine: Option<&[Topic]>) -> Result<(), EngineError> {
         let mut g = self.gather.borrow_mut();
         g.begin(encode(&Reply::Topics {
-            timestep,
+            timestep: self.timestep,
             topics: mine.map(<[Topic]>::to_vec),
         }));
         g.begin(encode(&Reply::Idle));
         Ok(())
     }
 
-    fn topics(
-        &mut self,
-        mine: Option<Vec<Topic>>,
-        timestep: u64,
-    ) -> Result<Vec<Topic>, EngineError> {
-        finish_topics(&mut self.gather.borrow_mut(), mine, timestep)
+    fn topics(&mut self, mine: Option<Vec<Topic>>) -> Result<Vec<Topic>, EngineError> {
+        finish_topics(&mut self.gather.borrow_mut(), mine, self.timestep)
     }
 }
 

@@ -225,22 +225,18 @@ impl Replication for LeaderSide {
         finds_topics(&self.gather.borrow())
     }
 
-    fn offer_topics(&mut self, mine: Option<&[Topic]>, _timestep: u64) -> Result<(), EngineError> {
+    fn offer_topics(&mut self, mine: Option<&[Topic]>) -> Result<(), EngineError> {
         self.gather
             .borrow_mut()
             .begin(encode(&Lead::Topics(mine.map(<[Topic]>::to_vec))));
         Ok(())
     }
 
-    fn topics(
-        &mut self,
-        mine: Option<Vec<Topic>>,
-        timestep: u64,
-    ) -> Result<Vec<Topic>, EngineError> {
+    fn topics(&mut self, mine: Option<Vec<Topic>>) -> Result<Vec<Topic>, EngineError> {
         let mut g = self.gather.borrow_mut();
         let before = g.traffic();
         let t0 = Instant::now();
-        let topics = finish_topics(&mut g, mine, timestep);
+        let topics = finish_topics(&mut g, mine, self.timestep);
         self.figures.topics_wait_seconds = t0.elapsed().as_secs_f64();
         self.figures.topics_bytes = g.traffic() - before;
         topics

@@ -427,7 +427,7 @@ impl Model {
         let mine = (want_topics && rep.finds_topics())
             .then(|| self.find_topics(&vectors, &scores, &novel, m));
         if want_topics {
-            rep.offer_topics(mine.as_deref(), self.timestep)?;
+            rep.offer_topics(mine.as_deref())?;
         }
         stats.seconds_topics = t_topics.elapsed().as_secs_f64();
 
@@ -453,7 +453,7 @@ impl Model {
         };
         let t_take = Instant::now();
         let topics = if want_topics {
-            rep.topics(mine, self.timestep)?
+            rep.topics(mine)?
         } else {
             Vec::new()
         };

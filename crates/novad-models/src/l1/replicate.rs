@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::l1::coding::{code_document, CodingDict, CodingParams};
-use crate::l1::dictionary::{shard_docs, LOGICAL_SHARDS};
+use crate::l1::dictionary::{by_position, per_shard, ShardGap, LOGICAL_SHARDS};
 use crate::memory::Neighbour;
 use crate::model::{Code, EngineError, Judge, Judgement, Scored, Topic};
 use crate::text::SparseDoc;
@@ -48,61 +48,41 @@ impl CodingJob<'_> {
     /// Code the documents of `shards` (in parallel on the rayon pool; each code is a function
     /// of the job and its document only).
     pub fn run(&self, shards: &[usize]) -> Vec<ShardOutput> {
-        let n = self.vectors.len();
         let cd = CodingDict::new(self.dict.view(), self.coding.step);
-        let docs: Vec<usize> = shards.iter().flat_map(|&s| shard_docs(n, s)).collect();
-        let mut codes = docs
-            .par_iter()
-            .map(|&j| code_document(&cd, &self.vectors[j], self.coding))
-            .collect::<Vec<Code>>()
-            .into_iter();
-        shards
-            .iter()
-            .map(|&s| ShardOutput {
-                shard: s as u32,
-                codes: codes.by_ref().take(shard_docs(n, s).count()).collect(),
-            })
-            .collect()
+        per_shard(self.vectors.len(), shards, |at| {
+            at.par_iter()
+                .map(|&j| code_document(&cd, &self.vectors[j], self.coding))
+                .collect()
+        })
+        .into_iter()
+        .map(|(s, codes)| ShardOutput {
+            shard: s as u32,
+            codes,
+        })
+        .collect()
     }
 
     /// Put the outputs of every shard together: the codes in batch order. Fails (naming the
     /// shard) when a shard is missing or repeated, or an output does not fit the batch (wrong
     /// count, atom out of range, non-finite value).
     pub fn assemble(&self, outs: Vec<ShardOutput>) -> Result<Vec<Code>, EngineError> {
-        let n = self.vectors.len();
         let (m, k) = self.dict.dim();
         let bad = |s: usize, what: &str| {
             EngineError::Inconsistent(format!("logical shard {s} of the batch: {what}"))
         };
-        let mut slots: Vec<Option<ShardOutput>> = vec![None; LOGICAL_SHARDS];
-        for o in outs {
-            let s = o.shard as usize;
-            if s >= LOGICAL_SHARDS {
-                return Err(bad(s, "no such shard"));
-            }
-            if slots[s].is_some() {
-                return Err(bad(s, "given twice"));
-            }
-            slots[s] = Some(o);
+        if let Some(o) = outs
+            .iter()
+            .find(|o| !o.codes.iter().all(|c| code_fits(c, m, k)))
+        {
+            return Err(bad(o.shard as usize, "a code does not fit the dictionary"));
         }
-        let mut codes: Vec<Option<Code>> = vec![None; n];
-        for (s, slot) in slots.into_iter().enumerate() {
-            let o = slot.ok_or_else(|| bad(s, "missing"))?;
-            let docs: Vec<usize> = shard_docs(n, s).collect();
-            if o.codes.len() != docs.len() {
-                return Err(bad(s, "wrong number of codes"));
-            }
-            if !o.codes.iter().all(|c| code_fits(c, m, k)) {
-                return Err(bad(s, "a code does not fit the dictionary"));
-            }
-            for (j, c) in docs.into_iter().zip(o.codes) {
-                codes[j] = Some(c);
-            }
-        }
-        Ok(codes
-            .into_iter()
-            .map(|c| c.expect("every position set"))
-            .collect())
+        let parts = outs.into_iter().map(|o| (o.shard as usize, o.codes));
+        by_position(self.vectors.len(), parts).map_err(|gap| match gap {
+            ShardGap::Unknown(s) => bad(s, "no such shard"),
+            ShardGap::Twice(s) => bad(s, "given twice"),
+            ShardGap::Missing(s) => bad(s, "missing"),
+            ShardGap::Count(s) => bad(s, "wrong number of codes"),
+        })
     }
 }
 
@@ -140,17 +120,13 @@ pub trait Replication {
 
     /// Offer the step's topics to the other replicas without waiting for them: `Some` exactly
     /// when [`Self::finds_topics`]. Called once per step that has topics, before the update.
-    fn offer_topics(&mut self, _mine: Option<&[Topic]>, _timestep: u64) -> Result<(), EngineError> {
+    fn offer_topics(&mut self, _mine: Option<&[Topic]>) -> Result<(), EngineError> {
         Ok(())
     }
 
     /// The step's topics, after the update: `mine` when this replica found them, else the
     /// finder's offer (waiting for it). Fails when no replica found them.
-    fn topics(
-        &mut self,
-        mine: Option<Vec<Topic>>,
-        _timestep: u64,
-    ) -> Result<Vec<Topic>, EngineError> {
+    fn topics(&mut self, mine: Option<Vec<Topic>>) -> Result<Vec<Topic>, EngineError> {
         mine.ok_or_else(|| EngineError::Inconsistent("no replica found the step's topics".into()))
     }
 

@@ -21,7 +21,7 @@ pub use multiplier::Multiplier;
 pub use oiadmm::{oiadmm_step, oiadmm_step_owned, OiadmmParams};
 pub use project::{project_columns, project_nonneg_l1_ball, project_sparse_rows, SparseRows};
 pub use refresh::{refresh_atoms, RefreshParams};
-pub use shard::{shard_docs, shard_of, LOGICAL_SHARDS};
+pub use shard::{by_position, per_shard, shard_docs, shard_of, ShardGap, LOGICAL_SHARDS};
 
 use std::mem::MaybeUninit;
 

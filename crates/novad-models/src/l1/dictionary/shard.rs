@@ -21,3 +21,103 @@ pub fn shard_of(j: usize) -> usize {
 pub fn shard_docs(n: usize, s: usize) -> impl Iterator<Item = usize> {
     (s..n).step_by(LOGICAL_SHARDS)
 }
+
+/// `f` run once on the positions of the documents of `shards` (of a batch of `n`: shard by
+/// shard, each in batch order), its values cut back into one list per shard, in `shards`
+/// order. `f` returns one value per position it is given.
+pub fn per_shard<T>(
+    n: usize,
+    shards: &[usize],
+    f: impl FnOnce(&[usize]) -> Vec<T>,
+) -> Vec<(usize, Vec<T>)> {
+    let at: Vec<usize> = shards.iter().flat_map(|&s| shard_docs(n, s)).collect();
+    let mut values = f(&at).into_iter();
+    shards
+        .iter()
+        .map(|&s| (s, values.by_ref().take(shard_docs(n, s).count()).collect()))
+        .collect()
+}
+
+/// Why lists by shard do not make up a batch (the shard named).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardGap {
+    /// No such shard (≥ [`LOGICAL_SHARDS`]).
+    Unknown(usize),
+    Twice(usize),
+    Missing(usize),
+    /// Not one value per document of the shard.
+    Count(usize),
+}
+
+/// One value per document of a batch of `n`, in batch order, from lists by shard (as
+/// [`per_shard`] makes them): every logical shard exactly once, with one value per document
+/// of the shard.
+pub fn by_position<T>(
+    n: usize,
+    parts: impl IntoIterator<Item = (usize, Vec<T>)>,
+) -> Result<Vec<T>, ShardGap> {
+    let mut slots: Vec<Option<Vec<T>>> = (0..LOGICAL_SHARDS).map(|_| None).collect();
+    for (s, values) in parts {
+        let slot = slots.get_mut(s).ok_or(ShardGap::Unknown(s))?;
+        if slot.is_some() {
+            return Err(ShardGap::Twice(s));
+        }
+        *slot = Some(values);
+    }
+    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    for (s, slot) in slots.into_iter().enumerate() {
+        let values = slot.ok_or(ShardGap::Missing(s))?;
+        if values.len() != shard_docs(n, s).count() {
+            return Err(ShardGap::Count(s));
+        }
+        for (j, v) in shard_docs(n, s).zip(values) {
+            out[j] = Some(v);
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|v| v.expect("every position is in one shard"))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_cut_by_shard_come_back_in_batch_order() {
+        for n in [0, 1, 63, 64, 65, 200] {
+            // two workers' halves, each computed in one call on its positions
+            let even: Vec<usize> = (0..LOGICAL_SHARDS).step_by(2).collect();
+            let odd: Vec<usize> = (1..LOGICAL_SHARDS).step_by(2).collect();
+            let mut parts = per_shard(n, &odd, |at| at.iter().map(|&j| j * 10).collect());
+            parts.extend(per_shard(n, &even, |at| {
+                at.iter().map(|&j| j * 10).collect()
+            }));
+            let all = by_position(n, parts).unwrap();
+            assert_eq!(all, (0..n).map(|j| j * 10).collect::<Vec<_>>(), "{n}");
+        }
+    }
+
+    #[test]
+    fn a_shard_unknown_repeated_missing_or_short_is_named() {
+        let n = 130;
+        let whole = || {
+            per_shard(n, &(0..LOGICAL_SHARDS).collect::<Vec<_>>(), |at| {
+                at.to_vec()
+            })
+        };
+        let mut p = whole();
+        p.push((LOGICAL_SHARDS, vec![]));
+        assert_eq!(by_position(n, p), Err(ShardGap::Unknown(LOGICAL_SHARDS)));
+        let mut p = whole();
+        p.push(p[5].clone());
+        assert_eq!(by_position(n, p), Err(ShardGap::Twice(5)));
+        let mut p = whole();
+        p.remove(7);
+        assert_eq!(by_position(n, p), Err(ShardGap::Missing(7)));
+        let mut p = whole();
+        p[3].1.pop();
+        assert_eq!(by_position(n, p), Err(ShardGap::Count(3)));
+    }
+}
