@@ -153,7 +153,32 @@ fn cluster(n: usize, workers: usize, files: &[(String, String)]) -> Committed {
         n * workers - 1,
         "each replica loaded the model once: {log}"
     );
+    for i in 1..n * workers {
+        memory_share_held(&log, i, n * workers);
+    }
     (digest(&d), verdicts(&d), topics(&d))
+}
+
+/// The value of `field=` in a log line.
+fn field(line: &str, field: &str) -> Option<usize> {
+    let at = line.find(&format!(" {field}="))? + field.len() + 2;
+    line[at..].split(' ').next()?.parse().ok()
+}
+
+/// Check that replica `i` of `peers` holds, after its last step, the vectors of the
+/// remembered documents of its logical shards only: document number `no` (0, 1, …; nothing
+/// is evicted here) belongs to shard `no % 64`, and shard s to worker `s % peers`.
+fn memory_share_held(log: &str, i: usize, peers: usize) {
+    let last = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("replica step") && field(l, "worker") == Some(i))
+        .unwrap_or_else(|| panic!("worker {i} logged no step: {log}"));
+    let docs = field(last, "memory_docs").expect("memory_docs");
+    let kept = field(last, "memory_vectors").expect("memory_vectors");
+    let mine = (0..docs).filter(|no| no % 64 % peers == i).count();
+    assert!(docs > 0 && mine < docs, "{last}");
+    assert_eq!(kept, mine, "worker {i} of {peers}: {last}");
 }
 
 #[test]

@@ -4,11 +4,13 @@
 //! [`Reply`]. Between steps the replicas wait with [`Reply::Idle`] for the leader's command
 //! ([`Lead::Load`], [`Lead::Step`], [`Lead::Stop`]). A step is then, on every worker, the same
 //! [`Model::step_replicated`]: one round where each worker contributes the outputs of its
-//! logical shards (shard s is coded by worker s mod workers), and, when the leader has a judge
-//! (the hybrid detector), one round where the leader contributes its judgement, and, when the
-//! step has topics, one round where the last worker ([`topics_finder`]) contributes the topics
-//! it found while the others ran the update (begun before the update, finished after it, so
-//! that nobody waits for it). A leader whose
+//! logical shards (shard s is coded by worker s mod workers); when the leader has a judge (the
+//! hybrid detector), one search round where each worker contributes the nearest documents in
+//! its share of the memory (the remembered documents of its logical shards, see
+//! [`novad_models::memory::Share`]) and one round where the leader contributes its judgement;
+//! and, when the step has topics, one round where the last worker ([`topics_finder`])
+//! contributes the topics it found while the others ran the update (begun before the update,
+//! finished after it, so that nobody waits for it). A leader whose
 //! step failed sends [`Lead::Abort`], which ends the step on every replica still in it.
 
 use std::cell::RefCell;
@@ -17,10 +19,10 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 
 use novad_models::engine::memory_batch;
-use novad_models::l1::dictionary::{by_position, per_shard, ShardGap, LOGICAL_SHARDS};
+use novad_models::l1::dictionary::LOGICAL_SHARDS;
 use novad_models::l1::replicate::{CodingJob, Replication, ShardOutput};
 use novad_models::l1::Model;
-use novad_models::memory::{DocMemory, Neighbour, TermVector};
+use novad_models::memory::{best_of_shares, DocMemory, Neighbour, Share, ShareGap, TermVector};
 use novad_models::model::{EngineError, Judge, Judgement, Scored, Topic};
 
 use super::net::Gather;
@@ -44,11 +46,12 @@ pub enum Lead {
     },
     /// The leader's shard outputs for the step's coding round.
     Shards(Vec<ShardOutput>),
-    /// The leader's part of the search round: its memory's mark and the nearest remembered
-    /// document of each document of its logical shards.
+    /// The leader's part of the search round: its memory's mark, the logical shards its
+    /// memory indexes (a mask) and the nearest document among them of each batch document.
     Nearest {
         memory: [u64; 3],
-        parts: Vec<NearestPart>,
+        shards: u64,
+        near: Vec<Option<Neighbour>>,
     },
     /// The leader's judgement (or the judge's error).
     Judgement(Result<Judgement, String>),
@@ -70,11 +73,12 @@ pub enum Reply {
         outs: Vec<ShardOutput>,
     },
     /// Its part of the search round of the step of the model at `timestep`, from a memory
-    /// with this mark.
+    /// with this mark indexing these logical shards.
     Nearest {
         timestep: u64,
         memory: [u64; 3],
-        parts: Vec<NearestPart>,
+        shards: u64,
+        near: Vec<Option<Neighbour>>,
     },
     /// Its part of the topics round of the step of the model at `timestep`: the topics when it
     /// found them.
@@ -167,33 +171,11 @@ pub(super) fn gather_outputs(
     Ok(all)
 }
 
-/// One logical shard's part of the search round: the nearest remembered document of each of
-/// its documents, in batch order.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct NearestPart {
-    pub shard: u32,
-    pub near: Vec<Option<Neighbour>>,
-}
-
-/// This worker's part of the search round for a batch of `n` documents.
-fn nearest_parts(
-    index: usize,
-    peers: usize,
-    n: usize,
-    search: &dyn Fn(&[usize]) -> Vec<Option<Neighbour>>,
-) -> Vec<NearestPart> {
-    per_shard(n, &my_shards(index, peers), search)
-        .into_iter()
-        .map(|(s, near)| NearestPart {
-            shard: s as u32,
-            near,
-        })
-        .collect()
-}
-
 /// The nearest remembered document of every document of the batch, in batch order, from a
-/// completed search round; fails (naming the worker or shard) unless every logical shard
-/// came exactly once, from a replica at `timestep`, with one entry per document.
+/// completed search round: the best of the workers' searches of their shares of the memory
+/// ([`best_of_shares`]). Fails (naming the worker or shard) unless every worker took part
+/// from a memory at the leader's mark, with one result per document, and the workers'
+/// shares index every logical shard exactly once.
 fn gathered_nearest(
     round: &[Vec<u8>],
     n: usize,
@@ -201,7 +183,11 @@ fn gathered_nearest(
 ) -> Result<Vec<Option<Neighbour>>, EngineError> {
     let (lead, replies) = decode(round)?;
     let (memory, mut parts) = match lead {
-        Lead::Nearest { memory, parts } => (memory, parts),
+        Lead::Nearest {
+            memory,
+            shards,
+            near,
+        } => (memory, vec![(shards, near)]),
         Lead::Abort => return Err(broken("the leader abandoned the step".into())),
         other => {
             return Err(broken(format!(
@@ -215,7 +201,8 @@ fn gathered_nearest(
             Reply::Nearest {
                 timestep: t,
                 memory: mark,
-                parts: p,
+                shards,
+                near,
             } if t == timestep => {
                 if mark != memory {
                     return Err(broken(format!(
@@ -224,7 +211,7 @@ fn gathered_nearest(
                         i + 1
                     )));
                 }
-                parts.extend(p)
+                parts.push((shards, near))
             }
             _ => {
                 return Err(broken(format!(
@@ -234,15 +221,14 @@ fn gathered_nearest(
             }
         }
     }
-    let parts = parts.into_iter().map(|p| (p.shard as usize, p.near));
-    by_position(n, parts).map_err(|gap| match gap {
-        ShardGap::Unknown(s) | ShardGap::Twice(s) => {
-            broken(format!("logical shard {s}: unknown or given twice"))
-        }
-        ShardGap::Missing(s) => broken(format!(
-            "no search result for documents of logical shard {s}"
+    best_of_shares(n, parts).map_err(|gap| match gap {
+        ShareGap::Twice { s, first, second } => broken(format!(
+            "memory shard {s} is searched by workers {first} and {second}"
         )),
-        ShardGap::Count(s) => broken(format!("logical shard {s}: wrong number of documents")),
+        ShareGap::Missing(s) => broken(format!("no worker searched memory shard {s}")),
+        ShareGap::Count { i, got, want } => broken(format!(
+            "worker {i} found {got} nearest documents for {want} documents"
+        )),
     })
 }
 
@@ -252,13 +238,19 @@ pub(super) fn search_round(
     gather: &RefCell<Gather>,
     n: usize,
     timestep: u64,
-    search: &dyn Fn(&[usize]) -> Vec<Option<Neighbour>>,
-    mine: impl FnOnce(Vec<NearestPart>) -> Vec<u8>,
+    search: &dyn Fn() -> Vec<Option<Neighbour>>,
+    mine: impl FnOnce(Vec<Option<Neighbour>>) -> Vec<u8>,
 ) -> Result<Vec<Option<Neighbour>>, EngineError> {
-    let mut g = gather.borrow_mut();
-    let parts = nearest_parts(g.index(), g.peers(), n, search);
-    let round = g.round(mine(parts));
+    let near = search();
+    let round = gather.borrow_mut().round(mine(near));
     gathered_nearest(&round, n, timestep)
+}
+
+/// The share of the hybrid detector's memory worker `index` of `peers` searches: the memory
+/// shards of its logical shards; the leader also keeps every vector (it persists the memory
+/// and loads it into the replicas), a replica only those of its shards.
+pub(super) fn memory_share(index: usize, peers: usize) -> Share {
+    Share::of(&my_shards(index, peers), index == 0)
 }
 
 /// The worker that finds a step's topics: the last one (the leader has the most other work).
@@ -335,14 +327,16 @@ impl Replication for ReplicaSide {
         &mut self,
         n: usize,
         memory: [u64; 3],
-        search: &dyn Fn(&[usize]) -> Vec<Option<Neighbour>>,
+        shards: u64,
+        search: &dyn Fn() -> Vec<Option<Neighbour>>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
         let timestep = self.timestep;
-        search_round(&self.gather, n, timestep, search, |parts| {
+        search_round(&self.gather, n, timestep, search, |near| {
             encode(&Reply::Nearest {
                 timestep,
                 memory,
-                parts,
+                shards,
+                near,
             })
         })
     }
@@ -394,11 +388,9 @@ impl Judge for RemoteJudge<'_> {
             .as_deref_mut()
             .ok_or_else(|| broken("this replica holds no memory of the hybrid detector".into()))?;
         let (vectors, refs) = memory_batch(batch, self.timestep, self.times)?;
-        let search = |at: &[usize]| {
-            let qs: Vec<&TermVector> = at.iter().map(|&j| &vectors[j]).collect();
-            memory.nearest_batch(&qs)
-        };
-        rep.nearest(vectors.len(), memory.mark(), &search)?;
+        let qs: Vec<&TermVector> = vectors.iter().collect();
+        let search = || memory.nearest_batch(&qs);
+        rep.nearest(qs.len(), memory.mark(), memory.share().mask(), &search)?;
         let judgement = leaders_judgement(&self.gather)?;
         let docs: Vec<_> = refs.into_iter().zip(vectors.iter()).collect();
         let plan = memory.plan(&docs);
@@ -424,52 +416,86 @@ fn leaders_judgement(gather: &RefCell<Gather>) -> Result<Judgement, EngineError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use novad_models::memory::DocRef;
+    use novad_models::memory::{DocRef, MemoryParams};
 
-    /// A stand-in for the memory's search: document j's neighbour is unique to j (none for
-    /// every fifth document).
-    fn search(at: &[usize]) -> Vec<Option<Neighbour>> {
-        at.iter()
-            .map(|&j| {
-                (j % 5 != 4).then_some(Neighbour {
-                    reference: DocRef {
-                        timestep: 3,
-                        seq: j as u32,
-                        time: -(j as i64),
-                    },
-                    cosine: 1.0 / (j + 1) as f64,
-                })
+    fn next(st: &mut u64) -> u64 {
+        *st = st.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *st;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Short vectors over 30 terms (ties between remembered documents are common).
+    fn vectors(n: usize, seed: u64) -> Vec<TermVector> {
+        let mut st = seed;
+        (0..n)
+            .map(|_| {
+                let len = 1 + (next(&mut st) % 4) as usize;
+                TermVector::from_pairs(
+                    (0..len)
+                        .map(|_| (next(&mut st) % 30, 1.0 + (next(&mut st) % 2) as f64))
+                        .collect(),
+                )
             })
             .collect()
     }
 
+    /// A memory of 300 documents and 130 queries.
+    fn memory() -> (DocMemory, Vec<TermVector>) {
+        let mut m = DocMemory::new(MemoryParams::default()).unwrap();
+        let docs = vectors(300, 1);
+        let batch: Vec<(DocRef, &TermVector)> = docs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let r = DocRef {
+                    timestep: 0,
+                    seq: i as u32,
+                    time: i as i64,
+                };
+                (r, v)
+            })
+            .collect();
+        m.insert(&batch);
+        (m, vectors(130, 2))
+    }
+
     /// The leader's memory mark, and another one.
-    const MARK: [u64; 3] = [900, 700, 1 << 20];
     const STALE: [u64; 3] = [800, 700, 1 << 20];
 
-    /// The round's payloads when every worker of `peers` contributes its part (`edit`
-    /// changes worker i's parts first; worker `stale`, if any, searched another memory).
+    /// The round's payloads when every worker of `peers` searches its share of `m` for the
+    /// first `n` queries (`edit` changes worker i's mask and results first; worker `stale`,
+    /// if any, searched another memory).
     fn round(
         peers: usize,
         n: usize,
         timestep: u64,
         stale: Option<usize>,
-        edit: impl Fn(usize, &mut Vec<NearestPart>),
+        edit: impl Fn(usize, &mut u64, &mut Vec<Option<Neighbour>>),
     ) -> Vec<Vec<u8>> {
+        let (m, qs) = memory();
+        let qs: Vec<&TermVector> = qs.iter().take(n).collect();
         (0..peers)
             .map(|i| {
-                let mut parts = nearest_parts(i, peers, n, &search);
-                edit(i, &mut parts);
+                let mut mine = m.clone();
+                mine.restrict(memory_share(i, peers)).unwrap();
+                let mut shards = mine.share().mask();
+                let mut near = mine.nearest_batch(&qs);
+                edit(i, &mut shards, &mut near);
+                let memory = if stale == Some(i) { STALE } else { m.mark() };
                 if i == 0 {
                     encode(&Lead::Nearest {
-                        memory: MARK,
-                        parts,
+                        memory,
+                        shards,
+                        near,
                     })
                 } else {
                     encode(&Reply::Nearest {
                         timestep,
-                        memory: if stale == Some(i) { STALE } else { MARK },
-                        parts,
+                        memory,
+                        shards,
+                        near,
                     })
                 }
             })
@@ -477,12 +503,13 @@ mod tests {
     }
 
     #[test]
-    fn the_search_shared_by_shards_assembles_to_the_search_of_every_document() {
+    fn the_searches_of_the_workers_shares_assemble_to_the_search_of_the_whole_memory() {
+        let (m, qs) = memory();
         for peers in 1..=3 {
             for n in [0, 5, 64, 130] {
-                let all: Vec<usize> = (0..n).collect();
-                let got = gathered_nearest(&round(peers, n, 7, None, |_, _| {}), n, 7).unwrap();
-                assert_eq!(got, search(&all), "{peers} workers, {n} documents");
+                let qs: Vec<&TermVector> = qs.iter().take(n).collect();
+                let got = gathered_nearest(&round(peers, n, 7, None, |_, _, _| {}), n, 7).unwrap();
+                assert_eq!(got, m.nearest_batch(&qs), "{peers} workers, {n} documents");
             }
         }
     }
@@ -493,52 +520,55 @@ mod tests {
         let err = |r: Vec<Vec<u8>>, timestep: u64| {
             gathered_nearest(&r, n, timestep).unwrap_err().to_string()
         };
-        // worker 1 left one shard out
+        // worker 1 left its shard 3 out
         let e = err(
-            round(2, n, 7, None, |i, p| {
+            round(2, n, 7, None, |i, mask, _| {
                 if i == 1 {
-                    p.truncate(3)
+                    *mask &= !(1 << 3)
                 }
             }),
             7,
         );
-        assert!(e.contains("no search result for document"), "{e}");
-        // worker 1 sent the leader's shard 0 as well
+        assert!(e.contains("no worker searched memory shard 3"), "{e}");
+        // worker 1 searched the leader's shard 0 as well
         let e = err(
-            round(2, n, 7, None, |i, p| {
+            round(2, n, 7, None, |i, mask, _| {
                 if i == 1 {
-                    p.push(nearest_parts(0, 2, n, &search).remove(0))
-                }
-            }),
-            7,
-        );
-        assert!(e.contains("logical shard 0: unknown or given twice"), "{e}");
-        // a shard with a document too few
-        let e = err(
-            round(2, n, 7, None, |i, p| {
-                if i == 0 {
-                    p[1].near.pop();
+                    *mask |= 1
                 }
             }),
             7,
         );
         assert!(
-            e.contains("logical shard 2: wrong number of documents"),
+            e.contains("memory shard 0 is searched by workers 0 and 1"),
+            "{e}"
+        );
+        // a search with a document too few
+        let e = err(
+            round(2, n, 7, None, |i, _, near| {
+                if i == 0 {
+                    near.pop();
+                }
+            }),
+            7,
+        );
+        assert!(
+            e.contains("worker 0 found 129 nearest documents for 130"),
             "{e}"
         );
         // a replica at another timestep, or one that did not take part
-        let e = err(round(3, n, 6, None, |_, _| {}), 7);
+        let e = err(round(3, n, 6, None, |_, _, _| {}), 7);
         assert!(
             e.contains("worker 1 did not take part in the search"),
             "{e}"
         );
         // a replica whose memory is not where the leader's is
-        let e = err(round(3, n, 7, Some(2), |_, _| {}), 7);
+        let e = err(round(3, n, 7, Some(2), |_, _, _| {}), 7);
         assert!(
             e.contains("worker 2's memory (offered, stored, bytes)"),
             "{e}"
         );
-        let mut r = round(2, n, 7, None, |_, _| {});
+        let mut r = round(2, n, 7, None, |_, _, _| {});
         r[1] = encode(&Reply::Idle);
         assert!(err(r, 7).contains("worker 1 did not take part"));
     }

@@ -6,14 +6,14 @@ use std::time::Instant;
 
 use novad_models::l1::replicate::{CodingJob, Replication, ShardOutput};
 use novad_models::l1::Model;
-use novad_models::memory::{DocMemory, Neighbour};
+use novad_models::memory::{DocMemory, MemoryError, Neighbour};
 use novad_models::model::{EngineError, Judge, Judgement, Topic};
 use novad_models::{Engine, StepOutput};
 
 use super::net::Gather;
 use super::protocol::{
-    decode, encode, finds_topics, finish_topics, gather_outputs, my_shards, search_round, Lead,
-    RemoteJudge, ReplicaSide, Reply,
+    decode, encode, finds_topics, finish_topics, gather_outputs, memory_share, my_shards,
+    search_round, Lead, RemoteJudge, ReplicaSide, Reply,
 };
 use super::ClusterError;
 use crate::ingest::Replicas;
@@ -42,7 +42,9 @@ impl Leader {
         self.gather.borrow().bytes_sent
     }
 
-    fn load(&mut self, engine: &Engine) -> Result<(), EngineError> {
+    /// Load `engine`'s model and memory into every replica, and let the leader's memory
+    /// index its share only.
+    fn load(&mut self, engine: &mut Engine) -> Result<(), EngineError> {
         let m = engine.as_l1().ok_or_else(|| {
             EngineError::Inconsistent(format!(
                 "the {} model runs on one node only: it cannot share its steps among processes",
@@ -54,6 +56,8 @@ impl Leader {
             model: Box::new(m.clone()),
             memory,
         }));
+        let peers = self.gather.borrow().peers();
+        engine.share_memory(memory_share(0, peers))?;
         self.in_sync = true;
         Ok(())
     }
@@ -209,12 +213,17 @@ impl Replication for LeaderSide {
         &mut self,
         n: usize,
         memory: [u64; 3],
-        search: &dyn Fn(&[usize]) -> Vec<Option<Neighbour>>,
+        shards: u64,
+        search: &dyn Fn() -> Vec<Option<Neighbour>>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
         let before = self.gather.borrow().traffic();
         let t0 = Instant::now();
-        let near = search_round(&self.gather, n, self.timestep, search, |parts| {
-            encode(&Lead::Nearest { memory, parts })
+        let near = search_round(&self.gather, n, self.timestep, search, |near| {
+            encode(&Lead::Nearest {
+                memory,
+                shards,
+                near,
+            })
         });
         self.figures.search_seconds = t0.elapsed().as_secs_f64();
         self.figures.search_bytes = self.gather.borrow().traffic() - before;
@@ -283,8 +292,13 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                 model: m,
                 memory: parts,
             } => {
+                let peers = gather.borrow().peers();
                 memory = match parts.map(|p| {
-                    DocMemory::from_state_parts(p.iter().map(|(n, b)| (n.as_str(), b.as_slice())))
+                    let mut mem = DocMemory::from_state_parts(
+                        p.iter().map(|(n, b)| (n.as_str(), b.as_slice())),
+                    )?;
+                    mem.restrict(memory_share(index, peers))?;
+                    Ok::<_, MemoryError>(mem)
                 }) {
                     Some(Ok(mem)) => Some(mem),
                     Some(Err(e)) => {
@@ -334,6 +348,8 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                             coding_seconds = format!("{:.4}", s.seconds_coding),
                             topics_seconds = format!("{:.4}", s.seconds_topics),
                             update_seconds = format!("{:.4}", s.seconds_update),
+                            memory_docs = memory.as_ref().map_or(0, DocMemory::len),
+                            memory_vectors = memory.as_ref().map_or(0, DocMemory::vectors_kept),
                             "replica step"
                         );
                         model = Some(m)

@@ -17,8 +17,8 @@ use crate::dnmf::{DnmfModel, DnmfParams};
 use crate::l1::replicate::{Local, Replication};
 use crate::l1::{Model, Params};
 use crate::memory::{
-    DocRef, Hybrid, HybridDoc, HybridParams, HybridStep, MemoryError, PartsDelta, TermVector,
-    DOC_PARTS_PREFIX,
+    DocRef, Hybrid, HybridDoc, HybridParams, HybridStep, MemoryError, PartsDelta, Share,
+    TermVector, DOC_PARTS_PREFIX,
 };
 use crate::model::{
     params_image, parts_digest_bytes, EngineError, Judge, Judgement, ModelKind, ParamsError,
@@ -253,7 +253,7 @@ impl Judge for HybridJudge<'_> {
         self.judge_shared(b, &mut Local)
     }
 
-    /// The memory's search goes through `rep` (shared out by logical shard in a cluster);
+    /// The memory's search goes through `rep` (shared out by memory shard in a cluster);
     /// fusion, the threshold and the plan are the leader's.
     fn judge_shared(
         &mut self,
@@ -263,8 +263,8 @@ impl Judge for HybridJudge<'_> {
         let t0 = Instant::now();
         let (vectors, refs) = memory_batch(b, self.timestep, self.times)?;
         let memory = self.hybrid.memory();
-        let near = rep.nearest(vectors.len(), memory.mark(), &|at: &[usize]| {
-            let qs: Vec<&TermVector> = at.iter().map(|&j| &vectors[j]).collect();
+        let qs: Vec<&TermVector> = vectors.iter().collect();
+        let near = rep.nearest(qs.len(), memory.mark(), memory.share().mask(), &|| {
             memory.nearest_batch(&qs)
         })?;
         let docs: Vec<HybridDoc> = vectors
@@ -627,6 +627,15 @@ impl Engine {
             }
         }
         out
+    }
+
+    /// Let the hybrid detector's memory index only the documents of `share` (a cluster
+    /// worker's part, see [`crate::memory::DocMemory::restrict`]); nothing to do without one.
+    pub fn share_memory(&mut self, share: Share) -> Result<(), EngineError> {
+        match &mut self.hybrid {
+            Some(h) => h.memory.restrict(share).map_err(memory_err),
+            None => Ok(()),
+        }
     }
 
     /// The ℓ1 model, if this is one.

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::l1::coding::{code_document, CodingDict, CodingParams};
 use crate::l1::dictionary::{by_position, per_shard, ShardGap, LOGICAL_SHARDS};
+use crate::memory::best_of_shares;
 use crate::memory::Neighbour;
 use crate::model::{Code, EngineError, Judge, Judgement, Scored, Topic};
 use crate::text::SparseDoc;
@@ -131,18 +132,24 @@ pub trait Replication {
     }
 
     /// The hybrid detector's search for the step's batch of `n` documents: the nearest
-    /// remembered document of each, in batch order. `search` finds them for the given batch
-    /// positions against this replica's memory, whose [`crate::memory::DocMemory::mark`] is
-    /// `memory`; [`Local`] asks it for every position, a cluster for the documents of this
-    /// worker's logical shards and gathers the others (from memories with the same mark).
+    /// remembered document of each, in batch order. `search` searches this replica's memory
+    /// (whose [`crate::memory::DocMemory::mark`] is `memory` and which indexes the logical
+    /// shards of the mask `shards`) for every document. [`Local`] needs the whole memory; a
+    /// cluster combines the searches of its workers' disjoint shares of memories with the same
+    /// mark ([`crate::memory::best_of_shares`]).
     fn nearest(
         &mut self,
         n: usize,
         _memory: [u64; 3],
-        search: &dyn Fn(&[usize]) -> Vec<Option<Neighbour>>,
+        shards: u64,
+        search: &dyn Fn() -> Vec<Option<Neighbour>>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
-        let all: Vec<usize> = (0..n).collect();
-        Ok(search(&all))
+        let near = best_of_shares(n, [(shards, search())]).map_err(|gap| {
+            EngineError::Inconsistent(format!(
+                "a memory that indexes only some logical shards cannot search alone ({gap:?})"
+            ))
+        })?;
+        Ok(near)
     }
 
     /// True for [`Local`]: every shard is computed here (any model kind may then step).

@@ -15,6 +15,7 @@ mod hybrid;
 mod nearest;
 mod parts;
 mod search;
+mod share;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -27,6 +28,7 @@ pub use hybrid::{
 };
 pub use parts::{PartsDelta, DOC_PREFIX as DOC_PARTS_PREFIX, MAX_PART_BYTES};
 pub use search::{DocMemory, MemoryPlan, Neighbour};
+pub use share::{best_of_shares, better_neighbour, memory_shard, Share, ShareGap};
 
 /// Which stored document makes room when a cap is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

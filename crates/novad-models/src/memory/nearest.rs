@@ -191,6 +191,8 @@ impl DocMemory {
             Some(Neighbour {
                 reference: d.reference,
                 cosine: c.clamp(0.0, 1.0),
+                dot: c,
+                no: d.no,
             })
         })
     }
@@ -220,9 +222,11 @@ mod tests {
                 best = Some((acc[s as usize], d.no, s));
             }
         }
-        best.map(|(c, _, s)| Neighbour {
+        best.map(|(c, no, s)| Neighbour {
             reference: m.slots[s as usize].as_ref().unwrap().reference,
             cosine: c.clamp(0.0, 1.0),
+            dot: c,
+            no,
         })
     }
 

@@ -118,15 +118,16 @@ fn decode_doc(name: &str, b: &[u8], max_terms: usize) -> Result<StoredDoc, Memor
     if (norm - 1.0).abs() > 1e-3 {
         return Err(bad(format!("vector is not unit ℓ2 (‖v‖² = {norm})")));
     }
-    Ok(StoredDoc {
-        no: u64_at(1),
-        reference: DocRef {
-            timestep: u64_at(9),
-            seq: u32::from_le_bytes(b[17..21].try_into().expect("4")),
-            time: u64_at(21) as i64,
-        },
-        vector: TermVector { keys, weights },
-    })
+    let reference = DocRef {
+        timestep: u64_at(9),
+        seq: u32::from_le_bytes(b[17..21].try_into().expect("4")),
+        time: u64_at(21) as i64,
+    };
+    Ok(StoredDoc::new(
+        u64_at(1),
+        reference,
+        TermVector { keys, weights },
+    ))
 }
 
 fn meta_bytes(params: &MemoryParams, offered: u64, rng: u64, slots_len: usize) -> Vec<u8> {
@@ -142,7 +143,13 @@ fn meta_bytes(params: &MemoryParams, offered: u64, rng: u64, slots_len: usize) -
 
 impl DocMemory {
     /// The whole state as named parts, sorted by name; every part ≤ [`MAX_PART_BYTES`].
+    /// Panics on a memory whose [`super::Share`] dropped vectors (a cluster replica's, which
+    /// never persists): its documents are not all here.
     pub fn state_parts(&self) -> Vec<(String, Vec<u8>)> {
+        assert!(
+            self.share.keeps_all(),
+            "the state of a memory that keeps only some vectors"
+        );
         let mut out = vec![(
             META.to_string(),
             meta_bytes(&self.params, self.offered, self.rng, self.slots.len()),

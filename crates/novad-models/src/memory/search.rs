@@ -9,14 +9,36 @@
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
+use super::share::Share;
 use super::{DocRef, Eviction, MemoryError, MemoryParams, TermVector};
 
 /// A stored document. `no` numbers the documents offered to the memory (0, 1, 2, …).
+/// `terms` is the length of its stored vector; `vector` is that vector, or empty when the
+/// memory's [`Share`] does not keep it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredDoc {
     pub no: u64,
     pub reference: DocRef,
+    pub terms: u32,
     pub vector: TermVector,
+}
+
+impl StoredDoc {
+    /// A stored document holding `vector`.
+    pub(crate) fn new(no: u64, reference: DocRef, vector: TermVector) -> StoredDoc {
+        StoredDoc {
+            no,
+            reference,
+            terms: vector.len() as u32,
+            vector,
+        }
+    }
+
+    /// Bytes the document accounts for: the vector (12 bytes per term), its postings (8 bytes
+    /// per term) and a fixed overhead — whether or not this memory keeps them.
+    pub(crate) fn bytes(&self) -> u64 {
+        64 + 20 * self.terms as u64
+    }
 }
 
 /// The nearest stored document of a query.
@@ -25,23 +47,22 @@ pub struct Neighbour {
     pub reference: DocRef,
     /// Cosine of the query and the stored (truncated) vector, in [0, 1].
     pub cosine: f64,
-}
-
-/// Bytes a stored document accounts for: the vector (12 bytes per term), its postings
-/// (8 bytes per term) and a fixed overhead.
-pub(crate) fn doc_bytes(v: &TermVector) -> u64 {
-    64 + 20 * v.len() as u64
+    /// The exact dot product the cosine was clamped from (what searches are ranked by).
+    pub dot: f64,
+    /// The stored document's offered number (ties go to the larger).
+    pub no: u64,
 }
 
 /// Bounded memory of past documents with exact cosine search.
 ///
 /// Invariants: at most `max_docs` documents and at most `max_bytes` bytes ([`Self::bytes`]);
 /// every stored vector is non-empty, unit ℓ2 and at most `max_terms_per_doc` long; the
-/// postings hold exactly the entries of the stored vectors; with [`Eviction::Oldest`],
-/// `order` lists the occupied slots by increasing `no`.
+/// postings hold exactly the entries of the stored vectors of the documents the [`Share`]
+/// indexes; with [`Eviction::Oldest`], `order` lists the occupied slots by increasing `no`.
 #[derive(Debug, Clone)]
 pub struct DocMemory {
     pub(crate) params: MemoryParams,
+    pub(crate) share: Share,
     pub(crate) slots: Vec<Option<StoredDoc>>,
     pub(crate) order: VecDeque<u32>,
     pub(crate) free: BTreeSet<u32>,
@@ -121,6 +142,7 @@ impl DocMemory {
         Ok(DocMemory {
             rng: params.seed ^ 0x6d65_6d6f_7279_0000,
             params,
+            share: Share::all(),
             slots: Vec::new(),
             order: VecDeque::new(),
             free: BTreeSet::new(),
@@ -200,7 +222,9 @@ impl DocMemory {
         for &s in &plan.removed {
             if let Some(old) = self.slots[s as usize].take() {
                 gone[s as usize] = true;
-                keys.extend(&old.vector.keys);
+                if self.share.indexes(old.no) {
+                    keys.extend(&old.vector.keys);
+                }
             }
         }
         keys.sort_unstable();
@@ -224,10 +248,15 @@ impl DocMemory {
             self.postings.remove(&k);
         }
         self.slots.resize(plan.slots_len, None);
-        for (s, d) in plan.slots {
-            if let Some(d) = &d {
-                for (k, &w) in d.vector.keys.iter().zip(&d.vector.weights) {
-                    self.postings.entry(*k).or_default().push(s, w);
+        for (s, mut d) in plan.slots {
+            if let Some(d) = &mut d {
+                if self.share.indexes(d.no) {
+                    for (k, &w) in d.vector.keys.iter().zip(&d.vector.weights) {
+                        self.postings.entry(*k).or_default().push(s, w);
+                    }
+                }
+                if !self.share.keeps(d.no) {
+                    d.vector = TermVector::default();
                 }
                 self.free.remove(&s);
             } else {
@@ -267,10 +296,12 @@ impl DocMemory {
                     self.free.insert(s as u32);
                 }
                 Some(d) => {
-                    for (k, &w) in d.vector.keys.iter().zip(&d.vector.weights) {
-                        self.postings.entry(*k).or_default().push(s as u32, w);
+                    if self.share.indexes(d.no) {
+                        for (k, &w) in d.vector.keys.iter().zip(&d.vector.weights) {
+                            self.postings.entry(*k).or_default().push(s as u32, w);
+                        }
                     }
-                    self.bytes += doc_bytes(&d.vector);
+                    self.bytes += d.bytes();
                     self.live += 1;
                     order.push((d.no, s as u32));
                 }
@@ -313,7 +344,7 @@ impl Planner<'_> {
     }
 
     fn evict(&mut self, s: u32) {
-        let b = self.doc_at(s).map(|d| doc_bytes(&d.vector));
+        let b = self.doc_at(s).map(StoredDoc::bytes);
         if let Some(b) = b {
             self.bytes -= b;
             self.live -= 1;
@@ -382,7 +413,8 @@ impl Planner<'_> {
         let p = &self.mem.params;
         let no = self.offered;
         self.offered += 1;
-        let size = doc_bytes(&vector);
+        let doc = StoredDoc::new(no, reference, vector);
+        let size = doc.bytes();
         if p.eviction == Eviction::Reservoir && self.live >= p.max_docs {
             // keep the n-th offered document with probability max_docs / n
             let r = splitmix(&mut self.rng) % self.offered;
@@ -399,11 +431,7 @@ impl Planner<'_> {
         {
             self.removed.insert(s);
         }
-        self.new_docs.push(StoredDoc {
-            no,
-            reference,
-            vector,
-        });
+        self.new_docs.push(doc);
         self.overlay.insert(s, Some(self.new_docs.len() - 1));
         self.new_order.push_back(s);
         self.bytes += size;
@@ -563,7 +591,10 @@ mod tests {
         let batch: Vec<_> = (0..400).map(|i| (r(i), &v)).collect();
         m.insert(&batch);
         assert!(m.bytes() <= 1 << 20);
-        assert_eq!(m.len() as u64, (1u64 << 20) / doc_bytes(&v));
+        assert_eq!(
+            m.len() as u64,
+            (1u64 << 20) / StoredDoc::new(0, r(0), v).bytes()
+        );
     }
 
     #[test]
