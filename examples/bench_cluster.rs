@@ -12,7 +12,8 @@
 //! and times each from the rename into the inbox to its move to processed/. The figures per
 //! timestep come from the leader's log (`timestep committed`, `cluster step`), and each
 //! process's CPU seconds per timestep from /proc (on a shared machine the wall times suffer
-//! from other work; the leader's CPU seconds are what a dedicated 1-core machine would take).
+//! from other work; the leader's CPU seconds are what a dedicated 1-core machine would take),
+//! and each process's resident memory after the last timestep.
 #[path = "../tests/common/daemon.rs"]
 #[allow(dead_code)]
 mod harness;
@@ -46,6 +47,17 @@ fn cpu_seconds(pid: u32) -> f64 {
     (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / ticks
 }
 
+/// Resident memory of a process now (VmRSS), MiB.
+fn rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+            l.split_whitespace().nth(1)?.parse::<f64>().ok()
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
@@ -58,12 +70,17 @@ struct Run {
     /// CPU seconds per timestep of the leader process and of each other process.
     leader_cpu: f64,
     replica_cpu: f64,
+    /// Resident memory after the last timestep, MiB: the leader and each other process.
+    leader_rss: f64,
+    replica_rss: Vec<f64>,
     step: f64,
     coding: f64,
     local_code: f64,
     /// The hybrid detector's search round as the leader sees it (its own search and the
     /// exchange; with one process, the whole search).
     search: f64,
+    /// The leader's own search of its share of the memory.
+    search_own: f64,
     exchange: f64,
     docs_round: f64,
     update: f64,
@@ -153,6 +170,7 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
     }
     // the bootstrap batch is not measured
     let cpu: Vec<Vec<f64>> = cpu.into_iter().map(|v| v[1..].to_vec()).collect();
+    let rss: Vec<f64> = pids.iter().map(|&p| rss_mib(p)).collect();
     for c in &mut children {
         let _ = Command::new("kill")
             .args(["-TERM", &c.id().to_string()])
@@ -204,10 +222,13 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         end_to_end: mean(&lat),
         leader_cpu: mean(&cpu[0]),
         replica_cpu: mean(&others),
+        leader_rss: rss[0],
+        replica_rss: rss[1..].to_vec(),
         step: m(&committed, "step_seconds"),
         coding: m(&committed, "coding_seconds"),
         local_code: m(&steps, "code_seconds"),
         search: m(&steps, "search_seconds"),
+        search_own: m(&steps, "search_own_seconds"),
         exchange: m(&steps, "exchange_seconds"),
         docs_round: m(&steps, "docs_seconds"),
         update: m(&committed, "update_seconds"),
@@ -238,11 +259,11 @@ fn main() {
         .collect();
     println!("\nper-timestep means:");
     println!(
-        "processes end_to_end docs/s  step coding(own+exchange) docs_round update topics hybrid(search) commit+flush  network_KiB(docs+codes+search+topics)  all-gathered codes KiB"
+        "processes end_to_end docs/s  step coding(own+exchange) docs_round update topics hybrid(search: own) commit+flush  network_KiB(docs+codes+search+topics)  all-gathered codes KiB"
     );
     for r in &runs {
         println!(
-            "{:>9} {:>10.3} {:>6.0} {:>5.3} {:>6.3}({:.3}+{:.3}) {:>10.4} {:>6.3} {:>6.3} {:>6.3}({:.3}) {:>11.3}  {:>10.0}+{:.0}+{:.0}+{:<10.0}  {:.0}",
+            "{:>9} {:>10.3} {:>6.0} {:>5.3} {:>6.3}({:.3}+{:.3}) {:>10.4} {:>6.3} {:>6.3} {:>6.3}({:.3}: {:.3}) {:>11.3}  {:>10.0}+{:.0}+{:.0}+{:<10.0}  {:.0}",
             r.processes,
             r.end_to_end,
             1000.0 / r.end_to_end,
@@ -255,6 +276,7 @@ fn main() {
             r.topics,
             r.hybrid,
             r.search,
+            r.search_own,
             r.commit,
             r.docs_bytes / 1024.0,
             r.outputs_bytes / 1024.0,
@@ -273,6 +295,20 @@ fn main() {
                 format!(", each other process {:.3}s", r.replica_cpu)
             } else {
                 String::new()
+            }
+        );
+    }
+    println!("\nresident memory after the last timestep (VmRSS):");
+    for r in &runs {
+        let others: Vec<String> = r.replica_rss.iter().map(|m| format!("{m:.0}")).collect();
+        println!(
+            "{} process(es): leader {:.0} MiB{}",
+            r.processes,
+            r.leader_rss,
+            if others.is_empty() {
+                String::new()
+            } else {
+                format!(", other processes {} MiB", others.join(", "))
             }
         );
     }

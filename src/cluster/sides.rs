@@ -103,6 +103,7 @@ impl Leader {
             outputs_bytes = f.outputs_bytes,
             codes_bytes = f.codes_bytes,
             search_seconds = format!("{:.4}", f.search_seconds),
+            search_own_seconds = format!("{:.4}", f.search_own_seconds),
             search_bytes = f.search_bytes,
             judgement_bytes = f.judgement_bytes,
             topics_wait_seconds = format!("{:.4}", f.topics_wait_seconds),
@@ -175,6 +176,8 @@ struct Figures {
     judgement_bytes: u64,
     /// The hybrid detector's search round: the leader's own search and the exchange.
     search_seconds: f64,
+    /// The leader's own search of its share of the memory.
+    search_own_seconds: f64,
     /// Bytes of the search round sent and received over the network.
     search_bytes: u64,
     /// Waiting, after the update, for the topics the last worker found meanwhile.
@@ -218,7 +221,14 @@ impl Replication for LeaderSide {
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
         let before = self.gather.borrow().traffic();
         let t0 = Instant::now();
-        let near = search_round(&self.gather, n, self.timestep, search, |near| {
+        let own = std::cell::Cell::new(0.0);
+        let timed = || {
+            let t = Instant::now();
+            let near = search();
+            own.set(t.elapsed().as_secs_f64());
+            near
+        };
+        let near = search_round(&self.gather, n, self.timestep, &timed, |near| {
             encode(&Lead::Nearest {
                 memory,
                 shards,
@@ -226,6 +236,7 @@ impl Replication for LeaderSide {
             })
         });
         self.figures.search_seconds = t0.elapsed().as_secs_f64();
+        self.figures.search_own_seconds = own.get();
         self.figures.search_bytes = self.gather.borrow().traffic() - before;
         near
     }
