@@ -19,10 +19,10 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 
 use novad_models::engine::memory_batch;
-use novad_models::l1::dictionary::LOGICAL_SHARDS;
-use novad_models::l1::replicate::{CodingJob, Replication, ShardOutput};
+use novad_models::l1::dictionary::{shard_docs, shard_of, LOGICAL_SHARDS};
+use novad_models::l1::replicate::{CodingJob, MemorySearch, Replication, ShardOutput};
 use novad_models::l1::Model;
-use novad_models::memory::{best_of_shares, DocMemory, Neighbour, Share, ShareGap, TermVector};
+use novad_models::memory::{better_neighbour, DocMemory, Floor, Neighbour, Share};
 use novad_models::model::{EngineError, Judge, Judgement, Scored, Topic};
 
 use super::net::Gather;
@@ -46,11 +46,12 @@ pub enum Lead {
     },
     /// The leader's shard outputs for the step's coding round.
     Shards(Vec<ShardOutput>),
-    /// The leader's part of the search round: its memory's mark, the logical shards its
-    /// memory indexes (a mask) and the nearest document among them of each batch document.
+    /// The leader's part of a search round (see [`search_round`]): its memory's mark, the
+    /// logical shards its memory indexes (a mask), the round (1 or 2) and its matches.
     Nearest {
         memory: [u64; 3],
         shards: u64,
+        round: u8,
         near: Vec<Option<Neighbour>>,
     },
     /// The leader's judgement (or the judge's error).
@@ -72,12 +73,13 @@ pub enum Reply {
         timestep: u64,
         outs: Vec<ShardOutput>,
     },
-    /// Its part of the search round of the step of the model at `timestep`, from a memory
+    /// Its part of a search round of the step of the model at `timestep`, from a memory
     /// with this mark indexing these logical shards.
     Nearest {
         timestep: u64,
         memory: [u64; 3],
         shards: u64,
+        round: u8,
         near: Vec<Option<Neighbour>>,
     },
     /// Its part of the topics round of the step of the model at `timestep`: the topics when it
@@ -171,39 +173,48 @@ pub(super) fn gather_outputs(
     Ok(all)
 }
 
-/// The nearest remembered document of every document of the batch, in batch order, from a
-/// completed search round: the best of the workers' searches of their shares of the memory
-/// ([`best_of_shares`]). Fails (naming the worker or shard) unless every worker took part
-/// from a memory at the leader's mark, with one result per document, and the workers'
-/// shares index every logical shard exactly once.
-fn gathered_nearest(
-    round: &[Vec<u8>],
-    n: usize,
+/// One worker's part of a search round.
+#[derive(Debug)]
+struct SearchPart {
+    /// The logical shards its memory indexes (bit s: shard s).
+    shards: u64,
+    near: Vec<Option<Neighbour>>,
+}
+
+/// Every worker's part of search round `round` (1 or 2) of the step at `timestep`, by
+/// worker; fails (naming the worker) unless every worker took part in that round from a
+/// memory at the leader's mark.
+fn search_parts(
+    payloads: &[Vec<u8>],
     timestep: u64,
-) -> Result<Vec<Option<Neighbour>>, EngineError> {
-    let (lead, replies) = decode(round)?;
-    let (memory, mut parts) = match lead {
+    round: u8,
+) -> Result<Vec<SearchPart>, EngineError> {
+    let (lead, replies) = decode(payloads)?;
+    let (memory, first) = match lead {
         Lead::Nearest {
             memory,
             shards,
+            round: r,
             near,
-        } => (memory, vec![(shards, near)]),
+        } if r == round => (memory, SearchPart { shards, near }),
         Lead::Abort => return Err(broken("the leader abandoned the step".into())),
         other => {
             return Err(broken(format!(
-                "expected nearest documents, got {}",
+                "expected nearest documents of search round {round}, got {}",
                 other.name()
             )))
         }
     };
+    let mut parts = vec![first];
     for (i, r) in replies.into_iter().enumerate() {
         match r {
             Reply::Nearest {
                 timestep: t,
                 memory: mark,
                 shards,
+                round: r,
                 near,
-            } if t == timestep => {
+            } if t == timestep && r == round => {
                 if mark != memory {
                     return Err(broken(format!(
                         "worker {}'s memory (offered, stored, bytes) is at {mark:?}, the \
@@ -211,39 +222,124 @@ fn gathered_nearest(
                         i + 1
                     )));
                 }
-                parts.push((shards, near))
+                parts.push(SearchPart { shards, near })
             }
             _ => {
                 return Err(broken(format!(
-                    "worker {} did not take part in the search at timestep {timestep}",
+                    "worker {} did not take part in search round {round} at timestep {timestep}",
                     i + 1
                 )))
             }
         }
     }
-    best_of_shares(n, parts).map_err(|gap| match gap {
-        ShareGap::Twice { s, first, second } => broken(format!(
-            "memory shard {s} is searched by workers {first} and {second}"
-        )),
-        ShareGap::Missing(s) => broken(format!("no worker searched memory shard {s}")),
-        ShareGap::Count { i, got, want } => broken(format!(
-            "worker {i} found {got} nearest documents for {want} documents"
-        )),
-    })
+    Ok(parts)
 }
 
-/// A step's search round, on any worker: contribute this worker's part (`mine` wraps it as
-/// its message), return everyone's.
+/// The batch positions (of `n`) of the documents of worker `index`'s logical shards, shard by
+/// shard: the documents whose nearest match it looks for first.
+fn own_positions(index: usize, peers: usize, n: usize) -> Vec<usize> {
+    my_shards(index, peers)
+        .into_iter()
+        .flat_map(|s| shard_docs(n, s))
+        .collect()
+}
+
+/// The other batch positions, in batch order.
+fn other_positions(index: usize, peers: usize, n: usize) -> Vec<usize> {
+    (0..n).filter(|&j| shard_of(j) % peers != index).collect()
+}
+
+/// Round 1: the nearest match of each document in the share of the worker that owns the
+/// document's logical shard, in batch order. Fails unless the workers' memories index every
+/// logical shard exactly once and each worker answered for exactly its own documents.
+fn owners_best(parts: &[SearchPart], n: usize) -> Result<Vec<Option<Neighbour>>, EngineError> {
+    let peers = parts.len();
+    let mut owner: Vec<Option<usize>> = vec![None; LOGICAL_SHARDS];
+    for (w, p) in parts.iter().enumerate() {
+        for (s, o) in owner.iter_mut().enumerate() {
+            if p.shards >> s & 1 == 1 {
+                if let Some(first) = o.replace(w) {
+                    return Err(broken(format!(
+                        "memory shard {s} is searched by workers {first} and {w}"
+                    )));
+                }
+            }
+        }
+    }
+    if let Some(s) = owner.iter().position(Option::is_none) {
+        return Err(broken(format!("no worker searched memory shard {s}")));
+    }
+    let mut best = vec![None; n];
+    for (w, p) in parts.iter().enumerate() {
+        let at = own_positions(w, peers, n);
+        check_count(w, p, at.len())?;
+        for (j, x) in at.into_iter().zip(&p.near) {
+            best[j] = *x;
+        }
+    }
+    Ok(best)
+}
+
+/// Round 2: the owners' matches improved by every other worker's matches beyond them.
+fn beyond(
+    mut best: Vec<Option<Neighbour>>,
+    parts: &[SearchPart],
+) -> Result<Vec<Option<Neighbour>>, EngineError> {
+    let (peers, n) = (parts.len(), best.len());
+    for (w, p) in parts.iter().enumerate() {
+        let at = other_positions(w, peers, n);
+        check_count(w, p, at.len())?;
+        for (j, x) in at.into_iter().zip(&p.near) {
+            best[j] = better_neighbour(best[j], *x);
+        }
+    }
+    Ok(best)
+}
+
+fn check_count(worker: usize, p: &SearchPart, want: usize) -> Result<(), EngineError> {
+    if p.near.len() != want {
+        return Err(broken(format!(
+            "worker {worker} found {} nearest documents for {want} documents",
+            p.near.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A step's search, on any worker (`mine` wraps this worker's matches of a round as its
+/// message): the nearest remembered document of each of the batch's `n` documents, the
+/// whole memory's answer bit for bit. Round 1: each worker searches its share of the memory
+/// for the documents of its logical shards. Round 2 (with more than one worker): each
+/// searches its share for the other documents, only for matches beating the one round 1
+/// found — which prunes most of the search when round 1 found a close match. The best of a
+/// document's round-1 match and its round-2 matches is its nearest in the whole memory, since
+/// the shares index every memory shard once and rank by (dot product, document number).
 pub(super) fn search_round(
     gather: &RefCell<Gather>,
     n: usize,
     timestep: u64,
-    search: &dyn Fn() -> Vec<Option<Neighbour>>,
-    mine: impl FnOnce(Vec<Option<Neighbour>>) -> Vec<u8>,
+    search: &MemorySearch<'_>,
+    mine: impl Fn(u8, Vec<Option<Neighbour>>) -> Vec<u8>,
 ) -> Result<Vec<Option<Neighbour>>, EngineError> {
-    let near = search();
-    let round = gather.borrow_mut().round(mine(near));
-    gathered_nearest(&round, n, timestep)
+    let (index, peers) = {
+        let g = gather.borrow();
+        (g.index(), g.peers())
+    };
+    let own: Vec<(usize, Option<Floor>)> = own_positions(index, peers, n)
+        .into_iter()
+        .map(|j| (j, None))
+        .collect();
+    let payloads = gather.borrow_mut().round(mine(1, search(&own)));
+    let best = owners_best(&search_parts(&payloads, timestep, 1)?, n)?;
+    if peers == 1 {
+        return Ok(best);
+    }
+    let others: Vec<(usize, Option<Floor>)> = other_positions(index, peers, n)
+        .into_iter()
+        .map(|j| (j, best[j].map(|b| b.floor())))
+        .collect();
+    let payloads = gather.borrow_mut().round(mine(2, search(&others)));
+    beyond(best, &search_parts(&payloads, timestep, 2)?)
 }
 
 /// The share of the hybrid detector's memory worker `index` of `peers` searches: the memory
@@ -328,14 +424,15 @@ impl Replication for ReplicaSide {
         n: usize,
         memory: [u64; 3],
         shards: u64,
-        search: &dyn Fn() -> Vec<Option<Neighbour>>,
+        search: &MemorySearch<'_>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
         let timestep = self.timestep;
-        search_round(&self.gather, n, timestep, search, |near| {
+        search_round(&self.gather, n, timestep, search, |round, near| {
             encode(&Reply::Nearest {
                 timestep,
                 memory,
                 shards,
+                round,
                 near,
             })
         })
@@ -388,9 +485,11 @@ impl Judge for RemoteJudge<'_> {
             .as_deref_mut()
             .ok_or_else(|| broken("this replica holds no memory of the hybrid detector".into()))?;
         let (vectors, refs) = memory_batch(batch, self.timestep, self.times)?;
-        let qs: Vec<&TermVector> = vectors.iter().collect();
-        let search = || memory.nearest_batch(&qs);
-        rep.nearest(qs.len(), memory.mark(), memory.share().mask(), &search)?;
+        let search = |at: &[(usize, Option<Floor>)]| {
+            let qs: Vec<_> = at.iter().map(|&(j, f)| (&vectors[j], f)).collect();
+            memory.nearest_batch_above(&qs)
+        };
+        rep.nearest(vectors.len(), memory.mark(), memory.share().mask(), &search)?;
         let judgement = leaders_judgement(&self.gather)?;
         let docs: Vec<_> = refs.into_iter().zip(vectors.iter()).collect();
         let plan = memory.plan(&docs);
@@ -416,7 +515,7 @@ fn leaders_judgement(gather: &RefCell<Gather>) -> Result<Judgement, EngineError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use novad_models::memory::{DocRef, MemoryParams};
+    use novad_models::memory::{DocRef, MemoryParams, TermVector};
 
     fn next(st: &mut u64) -> u64 {
         *st = st.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -461,115 +560,168 @@ mod tests {
         (m, vectors(130, 2))
     }
 
-    /// The leader's memory mark, and another one.
+    /// A memory's mark that is not the leader's.
     const STALE: [u64; 3] = [800, 700, 1 << 20];
 
-    /// The round's payloads when every worker of `peers` searches its share of `m` for the
-    /// first `n` queries (`edit` changes worker i's mask and results first; worker `stale`,
-    /// if any, searched another memory).
-    fn round(
+    /// What worker `i` sends in a search round.
+    fn payload(i: usize, timestep: u64, memory: [u64; 3], part: SearchPart, round: u8) -> Vec<u8> {
+        let SearchPart { shards, near } = part;
+        if i == 0 {
+            encode(&Lead::Nearest {
+                memory,
+                shards,
+                round,
+                near,
+            })
+        } else {
+            encode(&Reply::Nearest {
+                timestep,
+                memory,
+                shards,
+                round,
+                near,
+            })
+        }
+    }
+
+    /// A step's search by `peers` workers, each holding its share of the memory of
+    /// [`memory`], for the first `n` queries, as [`search_round`] runs it but without a
+    /// network: `edit(round, worker, part)` changes a worker's part first; replicas report
+    /// `timestep` (the step is at 7); worker `stale`, if any, another memory mark.
+    fn search(
         peers: usize,
         n: usize,
         timestep: u64,
         stale: Option<usize>,
-        edit: impl Fn(usize, &mut u64, &mut Vec<Option<Neighbour>>),
-    ) -> Vec<Vec<u8>> {
+        edit: impl Fn(u8, usize, &mut SearchPart),
+    ) -> Result<Vec<Option<Neighbour>>, EngineError> {
         let (m, qs) = memory();
-        let qs: Vec<&TermVector> = qs.iter().take(n).collect();
-        (0..peers)
+        let shares: Vec<DocMemory> = (0..peers)
             .map(|i| {
                 let mut mine = m.clone();
                 mine.restrict(memory_share(i, peers)).unwrap();
-                let mut shards = mine.share().mask();
-                let mut near = mine.nearest_batch(&qs);
-                edit(i, &mut shards, &mut near);
-                let memory = if stale == Some(i) { STALE } else { m.mark() };
-                if i == 0 {
-                    encode(&Lead::Nearest {
-                        memory,
-                        shards,
-                        near,
-                    })
-                } else {
-                    encode(&Reply::Nearest {
-                        timestep,
-                        memory,
-                        shards,
-                        near,
-                    })
-                }
+                mine
             })
-            .collect()
+            .collect();
+        let run = |i: usize, round: u8, at: Vec<(usize, Option<Floor>)>| {
+            let asked: Vec<_> = at.iter().map(|&(j, f)| (&qs[j], f)).collect();
+            let mut part = SearchPart {
+                shards: shares[i].share().mask(),
+                near: shares[i].nearest_batch_above(&asked),
+            };
+            edit(round, i, &mut part);
+            let mark = if stale == Some(i) { STALE } else { m.mark() };
+            payload(i, timestep, mark, part, round)
+        };
+        let first: Vec<Vec<u8>> = (0..peers)
+            .map(|i| {
+                let at = own_positions(i, peers, n).into_iter().map(|j| (j, None));
+                run(i, 1, at.collect())
+            })
+            .collect();
+        let best = owners_best(&search_parts(&first, 7, 1)?, n)?;
+        if peers == 1 {
+            return Ok(best);
+        }
+        let second: Vec<Vec<u8>> = (0..peers)
+            .map(|i| {
+                let at = other_positions(i, peers, n)
+                    .into_iter()
+                    .map(|j| (j, best[j].map(|b| b.floor())));
+                run(i, 2, at.collect())
+            })
+            .collect();
+        beyond(best, &search_parts(&second, 7, 2)?)
     }
 
     #[test]
-    fn the_searches_of_the_workers_shares_assemble_to_the_search_of_the_whole_memory() {
+    fn two_search_rounds_over_the_workers_shares_give_the_whole_memorys_answer() {
         let (m, qs) = memory();
         for peers in 1..=3 {
             for n in [0, 5, 64, 130] {
                 let qs: Vec<&TermVector> = qs.iter().take(n).collect();
-                let got = gathered_nearest(&round(peers, n, 7, None, |_, _, _| {}), n, 7).unwrap();
+                let got = search(peers, n, 7, None, |_, _, _| {}).unwrap();
                 assert_eq!(got, m.nearest_batch(&qs), "{peers} workers, {n} documents");
             }
+        }
+        // every position is asked once in round 1 and once per other worker in round 2
+        for peers in 1..=3 {
+            let mut seen = vec![0; 130];
+            for i in 0..peers {
+                for j in own_positions(i, peers, 130) {
+                    seen[j] += peers;
+                }
+                for j in other_positions(i, peers, 130) {
+                    seen[j] += 1;
+                }
+            }
+            assert!(
+                seen.iter().all(|&c| c == 2 * peers - 1),
+                "{peers}: {seen:?}"
+            );
         }
     }
 
     #[test]
     fn a_missing_repeated_or_stale_part_is_refused() {
         let n = 130;
-        let err = |r: Vec<Vec<u8>>, timestep: u64| {
-            gathered_nearest(&r, n, timestep).unwrap_err().to_string()
-        };
-        // worker 1 left its shard 3 out
-        let e = err(
-            round(2, n, 7, None, |i, mask, _| {
-                if i == 1 {
-                    *mask &= !(1 << 3)
-                }
-            }),
-            7,
-        );
+        let err = |r: Result<Vec<Option<Neighbour>>, EngineError>| r.unwrap_err().to_string();
+        // worker 1 left its memory shard 3 out
+        let e = err(search(2, n, 7, None, |round, i, p| {
+            if round == 1 && i == 1 {
+                p.shards &= !(1 << 3)
+            }
+        }));
         assert!(e.contains("no worker searched memory shard 3"), "{e}");
-        // worker 1 searched the leader's shard 0 as well
-        let e = err(
-            round(2, n, 7, None, |i, mask, _| {
-                if i == 1 {
-                    *mask |= 1
-                }
-            }),
-            7,
-        );
+        // worker 1 searched the leader's memory shard 0 as well
+        let e = err(search(2, n, 7, None, |round, i, p| {
+            if round == 1 && i == 1 {
+                p.shards |= 1
+            }
+        }));
         assert!(
             e.contains("memory shard 0 is searched by workers 0 and 1"),
             "{e}"
         );
-        // a search with a document too few
-        let e = err(
-            round(2, n, 7, None, |i, _, near| {
-                if i == 0 {
-                    near.pop();
+        // a round with a document too few
+        for round in [1, 2] {
+            let e = err(search(2, n, 7, None, |r, i, p| {
+                if r == round && i == 1 {
+                    p.near.pop();
                 }
-            }),
-            7,
-        );
+            }));
+            assert!(e.contains("worker 1 found"), "round {round}: {e}");
+        }
+        // a replica at another timestep
+        let e = err(search(3, n, 6, None, |_, _, _| {}));
         assert!(
-            e.contains("worker 0 found 129 nearest documents for 130"),
-            "{e}"
-        );
-        // a replica at another timestep, or one that did not take part
-        let e = err(round(3, n, 6, None, |_, _, _| {}), 7);
-        assert!(
-            e.contains("worker 1 did not take part in the search"),
+            e.contains("worker 1 did not take part in search round 1"),
             "{e}"
         );
         // a replica whose memory is not where the leader's is
-        let e = err(round(3, n, 7, Some(2), |_, _, _| {}), 7);
+        let e = err(search(3, n, 7, Some(2), |_, _, _| {}));
         assert!(
             e.contains("worker 2's memory (offered, stored, bytes)"),
             "{e}"
         );
-        let mut r = round(2, n, 7, None, |_, _, _| {});
+        // a replica that sends its second round's part in the first
+        let (m, _) = memory();
+        let mut r: Vec<Vec<u8>> = (0..2)
+            .map(|i| {
+                let part = SearchPart {
+                    shards: memory_share(i, 2).mask(),
+                    near: vec![None; own_positions(i, 2, n).len()],
+                };
+                payload(i, 7, m.mark(), part, if i == 1 { 2 } else { 1 })
+            })
+            .collect();
+        let e = search_parts(&r, 7, 1).unwrap_err().to_string();
+        assert!(
+            e.contains("worker 1 did not take part in search round 1"),
+            "{e}"
+        );
         r[1] = encode(&Reply::Idle);
-        assert!(err(r, 7).contains("worker 1 did not take part"));
+        let e = search_parts(&r, 7, 1).unwrap_err().to_string();
+        assert!(e.contains("worker 1 did not take part"), "{e}");
     }
 }

@@ -4,9 +4,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
 
-use novad_models::l1::replicate::{CodingJob, Replication, ShardOutput};
+use novad_models::l1::replicate::{CodingJob, MemorySearch, Replication, ShardOutput};
 use novad_models::l1::Model;
-use novad_models::memory::{DocMemory, MemoryError, Neighbour};
+use novad_models::memory::{DocMemory, Floor, MemoryError, Neighbour};
 use novad_models::model::{EngineError, Judge, Judgement, Topic};
 use novad_models::{Engine, StepOutput};
 
@@ -217,21 +217,22 @@ impl Replication for LeaderSide {
         n: usize,
         memory: [u64; 3],
         shards: u64,
-        search: &dyn Fn() -> Vec<Option<Neighbour>>,
+        search: &MemorySearch<'_>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
         let before = self.gather.borrow().traffic();
         let t0 = Instant::now();
         let own = std::cell::Cell::new(0.0);
-        let timed = || {
+        let timed = |at: &[(usize, Option<Floor>)]| {
             let t = Instant::now();
-            let near = search();
-            own.set(t.elapsed().as_secs_f64());
+            let near = search(at);
+            own.set(own.get() + t.elapsed().as_secs_f64());
             near
         };
-        let near = search_round(&self.gather, n, self.timestep, &timed, |near| {
+        let near = search_round(&self.gather, n, self.timestep, &timed, |round, near| {
             encode(&Lead::Nearest {
                 memory,
                 shards,
+                round,
                 near,
             })
         });

@@ -17,7 +17,7 @@ use crate::dnmf::{DnmfModel, DnmfParams};
 use crate::l1::replicate::{Local, Replication};
 use crate::l1::{Model, Params};
 use crate::memory::{
-    DocRef, Hybrid, HybridDoc, HybridParams, HybridStep, MemoryError, PartsDelta, Share,
+    DocRef, Floor, Hybrid, HybridDoc, HybridParams, HybridStep, MemoryError, PartsDelta, Share,
     TermVector, DOC_PARTS_PREFIX,
 };
 use crate::model::{
@@ -263,10 +263,11 @@ impl Judge for HybridJudge<'_> {
         let t0 = Instant::now();
         let (vectors, refs) = memory_batch(b, self.timestep, self.times)?;
         let memory = self.hybrid.memory();
-        let qs: Vec<&TermVector> = vectors.iter().collect();
-        let near = rep.nearest(qs.len(), memory.mark(), memory.share().mask(), &|| {
-            memory.nearest_batch(&qs)
-        })?;
+        let search = |at: &[(usize, Option<Floor>)]| {
+            let qs: Vec<_> = at.iter().map(|&(j, f)| (&vectors[j], f)).collect();
+            memory.nearest_batch_above(&qs)
+        };
+        let near = rep.nearest(vectors.len(), memory.mark(), memory.share().mask(), &search)?;
         let docs: Vec<HybridDoc> = vectors
             .iter()
             .zip(refs)

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::l1::coding::{code_document, CodingDict, CodingParams};
 use crate::l1::dictionary::{by_position, per_shard, ShardGap, LOGICAL_SHARDS};
-use crate::memory::best_of_shares;
 use crate::memory::Neighbour;
+use crate::memory::{best_of_shares, Floor};
 use crate::model::{Code, EngineError, Judge, Judgement, Scored, Topic};
 use crate::text::SparseDoc;
 
@@ -101,6 +101,11 @@ fn code_fits(c: &Code, m: usize, k: usize) -> bool {
             .all(|&(i, r)| (i as usize) < m && r.is_finite())
 }
 
+/// A search of a replica's memory: the nearest remembered document of the batch document at
+/// each given position, only among those beating the floor when there is one (see
+/// [`crate::memory::DocMemory::nearest_above`]), in the order asked.
+pub type MemorySearch<'a> = dyn Fn(&[(usize, Option<Floor>)]) -> Vec<Option<Neighbour>> + 'a;
+
 /// How a step's coding is shared among replicas of the model.
 pub trait Replication {
     /// The outputs of every logical shard for `job` (in any order; the step checks and
@@ -134,17 +139,19 @@ pub trait Replication {
     /// The hybrid detector's search for the step's batch of `n` documents: the nearest
     /// remembered document of each, in batch order. `search` searches this replica's memory
     /// (whose [`crate::memory::DocMemory::mark`] is `memory` and which indexes the logical
-    /// shards of the mask `shards`) for every document. [`Local`] needs the whole memory; a
-    /// cluster combines the searches of its workers' disjoint shares of memories with the same
-    /// mark ([`crate::memory::best_of_shares`]).
+    /// shards of the mask `shards`) for the documents at the given batch positions, each
+    /// only for matches beating its floor when it has one. [`Local`] needs the whole memory;
+    /// a cluster combines the searches of its workers' disjoint shares of memories with the
+    /// same mark.
     fn nearest(
         &mut self,
         n: usize,
         _memory: [u64; 3],
         shards: u64,
-        search: &dyn Fn() -> Vec<Option<Neighbour>>,
+        search: &MemorySearch<'_>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
-        let near = best_of_shares(n, [(shards, search())]).map_err(|gap| {
+        let all: Vec<(usize, Option<Floor>)> = (0..n).map(|j| (j, None)).collect();
+        let near = best_of_shares(n, [(shards, search(&all))]).map_err(|gap| {
             EngineError::Inconsistent(format!(
                 "a memory that indexes only some logical shards cannot search alone ({gap:?})"
             ))

@@ -26,6 +26,7 @@ use crate::text::SparseDoc;
 pub use hybrid::{
     cdf, Fusion, Hybrid, HybridDoc, HybridParams, HybridPlan, HybridStep, HybridVerdict,
 };
+pub use nearest::Floor;
 pub use parts::{PartsDelta, DOC_PREFIX as DOC_PARTS_PREFIX, MAX_PART_BYTES};
 pub use search::{DocMemory, MemoryPlan, Neighbour};
 pub use share::{best_of_shares, better_neighbour, memory_shard, Share, ShareGap};

@@ -67,6 +67,27 @@ pub(crate) fn exact_dot(q: &TermVector, d: &TermVector) -> f64 {
 /// The best (cosine, offered number, slot) so far; ties go to the larger offered number.
 type Best = Option<(f64, u64, u32)>;
 
+/// The slot of a floor's match (none: slots are fewer than `max_docs` ≤ 10 000 000).
+const NO_SLOT: u32 = u32::MAX;
+
+/// A match to beat: the exact dot product and the offered number of a document found
+/// elsewhere (in another share of the memory).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Floor {
+    pub dot: f64,
+    pub no: u64,
+}
+
+impl Neighbour {
+    /// This match as a floor for the search of another share.
+    pub fn floor(&self) -> Floor {
+        Floor {
+            dot: self.dot,
+            no: self.no,
+        }
+    }
+}
+
 fn better(best: Best, c: f64, no: u64) -> bool {
     best.is_none_or(|(bc, bno, _)| c > bc || (c == bc && no > bno))
 }
@@ -76,13 +97,35 @@ impl DocMemory {
     /// `None` when no stored document shares a term with it. Cost: at most the postings of q's
     /// terms, usually far less (see the module documentation).
     pub fn nearest(&self, q: &TermVector) -> Option<Neighbour> {
-        SCRATCH.with(|s| self.nearest_with(q, &mut s.borrow_mut()))
+        SCRATCH.with(|s| self.nearest_with(q, None, &mut s.borrow_mut()))
+    }
+
+    /// [`Self::nearest`] when it beats `floor` ([`Floor`]: a larger dot product, or the same
+    /// and a larger offered number), else `None`. Documents that cannot beat it are pruned
+    /// from the start, so a high floor (the best match found elsewhere) makes the search
+    /// cheaper.
+    pub fn nearest_above(&self, q: &TermVector, floor: Floor) -> Option<Neighbour> {
+        SCRATCH.with(|s| self.nearest_with(q, Some(floor), &mut s.borrow_mut()))
     }
 
     /// [`Self::nearest`] for every query, in parallel; each result depends only on its query
     /// and the memory.
     pub fn nearest_batch(&self, qs: &[&TermVector]) -> Vec<Option<Neighbour>> {
         qs.par_iter().map(|q| self.nearest(q)).collect()
+    }
+
+    /// [`Self::nearest_above`] (or [`Self::nearest`] without a floor) for every query, in
+    /// parallel.
+    pub fn nearest_batch_above(
+        &self,
+        qs: &[(&TermVector, Option<Floor>)],
+    ) -> Vec<Option<Neighbour>> {
+        qs.par_iter()
+            .map(|&(q, floor)| match floor {
+                Some(f) => self.nearest_above(q, f),
+                None => self.nearest(q),
+            })
+            .collect()
     }
 
     /// Exact score of the stored document in slot `s` and its offered number.
@@ -93,7 +136,12 @@ impl DocMemory {
         }
     }
 
-    fn nearest_with(&self, q: &TermVector, sc: &mut Scratch) -> Option<Neighbour> {
+    fn nearest_with(
+        &self,
+        q: &TermVector,
+        floor: Option<Floor>,
+        sc: &mut Scratch,
+    ) -> Option<Neighbour> {
         let n = self.slots.len();
         if sc.acc.len() < n {
             sc.acc.resize(n, 0.0);
@@ -126,7 +174,8 @@ impl DocMemory {
         }
         let cost = q.len() + 128;
         let Scratch { acc, seen, touched } = sc;
-        let mut best: Best = None;
+        // a floor is a best match without a slot here
+        let mut best: Best = floor.map(|f| (f.dot, f.no, NO_SLOT));
         let mut top = (0.0f64, u32::MAX);
         let mut scored_top = u32::MAX;
         let mut stop = terms.len();
@@ -187,7 +236,7 @@ impl DocMemory {
         }
         touched.clear();
         best.and_then(|(c, _, s)| {
-            let d = self.slots[s as usize].as_ref()?;
+            let d = self.slots.get(s as usize)?.as_ref()?;
             Some(Neighbour {
                 reference: d.reference,
                 cosine: c.clamp(0.0, 1.0),
@@ -324,6 +373,56 @@ mod tests {
             ties > 100,
             "the data must exercise the tie rule ({ties} tied queries)"
         );
+    }
+
+    #[test]
+    fn a_search_above_a_floor_finds_the_nearest_exactly_when_it_beats_the_floor() {
+        let mut m = DocMemory::new(MemoryParams::default()).unwrap();
+        let docs = vectors(600, 5);
+        let batch: Vec<(DocRef, &TermVector)> = docs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let r = DocRef {
+                    timestep: 0,
+                    seq: i as u32,
+                    time: i as i64,
+                };
+                (r, v)
+            })
+            .collect();
+        m.insert(&batch);
+        let mut qs = vectors(60, 77);
+        qs.extend(m.docs().step_by(13).map(|(_, d)| d.vector.clone()));
+        let (mut beaten, mut kept) = (0, 0);
+        for q in &qs {
+            let Some(best) = m.nearest(q) else {
+                continue;
+            };
+            // floors just below, at and above the best, by dot product and by number
+            let around = [
+                (best.dot * 0.5, 0),
+                (best.dot, best.no.saturating_sub(1)),
+                (best.dot, best.no),
+                (best.dot, best.no + 1),
+                (best.dot * 1.5 + 1e-9, 0),
+                (0.0, 0),
+            ];
+            for (dot, no) in around {
+                let floor = Floor { dot, no };
+                let got = m.nearest_above(q, floor);
+                let beats = best.dot > dot || (best.dot == dot && best.no > no);
+                assert_eq!(got, beats.then_some(best), "floor ({dot}, {no})");
+                if beats {
+                    beaten += 1;
+                } else {
+                    kept += 1;
+                }
+            }
+            let both = m.nearest_batch_above(&[(q, Some(best.floor())), (q, None)]);
+            assert_eq!(both, vec![None, Some(best)]);
+        }
+        assert!(beaten > 100 && kept > 100, "{beaten} {kept}");
     }
 
     #[test]
