@@ -16,6 +16,8 @@ mod nearest;
 mod parts;
 mod search;
 mod share;
+#[cfg(test)]
+mod testing;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;

@@ -250,6 +250,7 @@ impl DocMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::testing::{batch, tied_vectors as vectors};
     use crate::memory::{DocRef, Eviction, MemoryParams};
 
     /// The exhaustive term-at-a-time search (every posting of every query term, accumulated
@@ -277,43 +278,6 @@ mod tests {
             dot: c,
             no,
         })
-    }
-
-    fn next(st: &mut u64) -> u64 {
-        *st = st.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = *st;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Random vectors over few terms with few distinct weights, often repeated verbatim, so
-    /// exact ties between stored documents are common; a few heavy common terms and many
-    /// rare ones so that pruning actually happens.
-    fn vectors(n: usize, seed: u64) -> Vec<TermVector> {
-        let mut st = seed;
-        let mut out: Vec<TermVector> = Vec::new();
-        for _ in 0..n {
-            if !out.is_empty() && next(&mut st) % 3 == 0 {
-                let i = (next(&mut st) % out.len() as u64) as usize;
-                out.push(out[i].clone());
-                continue;
-            }
-            let len = 1 + (next(&mut st) % 20) as usize;
-            let pairs = (0..len)
-                .map(|_| {
-                    let common = next(&mut st) % 2 == 0;
-                    let k = if common {
-                        next(&mut st) % 6
-                    } else {
-                        6 + next(&mut st) % 300
-                    };
-                    (k, 1.0 + (next(&mut st) % 3) as f64)
-                })
-                .collect();
-            out.push(TermVector::from_pairs(pairs));
-        }
-        out
     }
 
     #[test]
@@ -379,19 +343,7 @@ mod tests {
     fn a_search_above_a_floor_finds_the_nearest_exactly_when_it_beats_the_floor() {
         let mut m = DocMemory::new(MemoryParams::default()).unwrap();
         let docs = vectors(600, 5);
-        let batch: Vec<(DocRef, &TermVector)> = docs
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let r = DocRef {
-                    timestep: 0,
-                    seq: i as u32,
-                    time: i as i64,
-                };
-                (r, v)
-            })
-            .collect();
-        m.insert(&batch);
+        m.insert(&batch(&docs));
         let mut qs = vectors(60, 77);
         qs.extend(m.docs().step_by(13).map(|(_, d)| d.vector.clone()));
         let (mut beaten, mut kept) = (0, 0);

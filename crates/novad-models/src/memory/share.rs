@@ -212,36 +212,8 @@ impl DocMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::testing::{batch as one_batch, tied_vectors as vectors};
     use crate::memory::{DocRef, Eviction, MemoryParams, TermVector};
-
-    fn next(st: &mut u64) -> u64 {
-        *st = st.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = *st;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Short vectors over few terms, often repeated verbatim: exact ties between remembered
-    /// documents in different shards are common.
-    fn vectors(n: usize, seed: u64) -> Vec<TermVector> {
-        let mut st = seed;
-        let mut out: Vec<TermVector> = Vec::new();
-        for _ in 0..n {
-            if !out.is_empty() && next(&mut st) % 3 == 0 {
-                let i = (next(&mut st) % out.len() as u64) as usize;
-                out.push(out[i].clone());
-                continue;
-            }
-            let len = 1 + (next(&mut st) % 5) as usize;
-            out.push(TermVector::from_pairs(
-                (0..len)
-                    .map(|_| (next(&mut st) % 25, 1.0 + (next(&mut st) % 3) as f64))
-                    .collect(),
-            ));
-        }
-        out
-    }
 
     fn reference(i: usize) -> DocRef {
         DocRef {
@@ -333,12 +305,7 @@ mod tests {
     fn a_share_cannot_widen_and_gaps_between_shares_are_named() {
         let mut m = DocMemory::new(MemoryParams::default()).unwrap();
         let docs = vectors(100, 5);
-        let batch: Vec<(DocRef, &TermVector)> = docs
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (reference(i), v))
-            .collect();
-        m.insert(&batch);
+        m.insert(&one_batch(&docs));
         let mut part = m.clone();
         part.restrict(Share::of(&[1, 2], false)).unwrap();
         assert!(part.vectors_kept() < m.len());

@@ -1,0 +1,56 @@
+//! Test data shared by the memory's unit tests.
+
+use super::{DocRef, TermVector};
+
+/// The next value of a splitmix64 generator with state `st`.
+pub(crate) fn next(st: &mut u64) -> u64 {
+    *st = st.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *st;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Random vectors over few terms with few distinct weights, often repeated verbatim, so
+/// exact ties between stored documents are common; a few heavy common terms and many
+/// rare ones so that pruning actually happens.
+pub(crate) fn tied_vectors(n: usize, seed: u64) -> Vec<TermVector> {
+    let mut st = seed;
+    let mut out: Vec<TermVector> = Vec::new();
+    for _ in 0..n {
+        if !out.is_empty() && next(&mut st) % 3 == 0 {
+            let i = (next(&mut st) % out.len() as u64) as usize;
+            out.push(out[i].clone());
+            continue;
+        }
+        let len = 1 + (next(&mut st) % 20) as usize;
+        let pairs = (0..len)
+            .map(|_| {
+                let common = next(&mut st) % 2 == 0;
+                let k = if common {
+                    next(&mut st) % 6
+                } else {
+                    6 + next(&mut st) % 300
+                };
+                (k, 1.0 + (next(&mut st) % 3) as f64)
+            })
+            .collect();
+        out.push(TermVector::from_pairs(pairs));
+    }
+    out
+}
+
+/// `docs` as one batch: document i at timestep 0, position i, time i.
+pub(crate) fn batch(docs: &[TermVector]) -> Vec<(DocRef, &TermVector)> {
+    docs.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let r = DocRef {
+                timestep: 0,
+                seq: i as u32,
+                time: i as i64,
+            };
+            (r, v)
+        })
+        .collect()
+}
