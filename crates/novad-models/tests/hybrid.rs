@@ -325,3 +325,24 @@ fn the_memory_never_exceeds_its_cap_and_the_delta_and_in_place_paths_equal_the_f
         .collect();
     assert_eq!(kept, all[all.len() - cap..]);
 }
+
+#[test]
+fn a_memory_that_holds_some_shards_only_does_not_step_alone() {
+    use novad_models::memory::Share;
+    let stream = capped_stream(3, 4);
+    let mut engine = Engine::new(capped_params(1000)).unwrap();
+    for (t, b) in stream.iter().enumerate().take(3) {
+        engine = step(&engine, t, b).0;
+    }
+    // the whole memory again is a no-op; half of it cannot answer for the whole
+    engine.share_memory(Share::all()).unwrap();
+    let whole = step(&engine, 3, &stream[3]).1;
+    engine.share_memory(Share::of(&[0, 1, 2], true)).unwrap();
+    let texts: Vec<&str> = stream[3].iter().map(|d| d.0.as_str()).collect();
+    let e = engine
+        .step_at(&texts, &vec![3000; texts.len()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("indexes only some logical shards"), "{e}");
+    assert!(!whole.verdicts.is_empty());
+}

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::l1::coding::{code_document, CodingDict, CodingParams};
 use crate::l1::dictionary::{by_position, per_shard, ShardGap, LOGICAL_SHARDS};
 use crate::memory::Neighbour;
-use crate::memory::{best_of_shares, Floor};
+use crate::memory::{Floor, Share};
 use crate::model::{Code, EngineError, Judge, Judgement, Scored, Topic};
 use crate::text::SparseDoc;
 
@@ -142,7 +142,7 @@ pub trait Replication {
     /// shards of the mask `shards`) for the documents at the given batch positions, each
     /// only for matches beating its floor when it has one. [`Local`] needs the whole memory;
     /// a cluster combines the searches of its workers' disjoint shares of memories with the
-    /// same mark.
+    /// same mark ([`crate::memory::better_neighbour`]).
     fn nearest(
         &mut self,
         n: usize,
@@ -150,13 +150,13 @@ pub trait Replication {
         shards: u64,
         search: &MemorySearch<'_>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
+        if shards != Share::all().mask() {
+            return Err(EngineError::Inconsistent(format!(
+                "a memory that indexes only some logical shards ({shards:#x}) cannot search alone"
+            )));
+        }
         let all: Vec<(usize, Option<Floor>)> = (0..n).map(|j| (j, None)).collect();
-        let near = best_of_shares(n, [(shards, search(&all))]).map_err(|gap| {
-            EngineError::Inconsistent(format!(
-                "a memory that indexes only some logical shards cannot search alone ({gap:?})"
-            ))
-        })?;
-        Ok(near)
+        Ok(search(&all))
     }
 
     /// True for [`Local`]: every shard is computed here (any model kind may then step).

@@ -31,7 +31,7 @@ pub use hybrid::{
 pub use nearest::Floor;
 pub use parts::{PartsDelta, DOC_PREFIX as DOC_PARTS_PREFIX, MAX_PART_BYTES};
 pub use search::{DocMemory, MemoryPlan, Neighbour};
-pub use share::{best_of_shares, better_neighbour, memory_shard, Share, ShareGap};
+pub use share::{better_neighbour, memory_shard, Share};
 
 /// Which stored document makes room when a cap is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

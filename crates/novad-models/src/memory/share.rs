@@ -12,7 +12,7 @@
 //! The nearest remembered document of a query is then the best of the shares' nearest by
 //! ([`Neighbour::dot`], [`Neighbour::no`]) — the full memory's tie rule — so combining the
 //! searches of shares that cover every shard once gives the full memory's answer bit for bit
-//! ([`best_of_shares`]).
+//! ([`better_neighbour`]).
 
 use crate::l1::dictionary::LOGICAL_SHARDS;
 
@@ -142,61 +142,6 @@ pub fn better_neighbour(a: Option<Neighbour>, b: Option<Neighbour>) -> Option<Ne
     }
 }
 
-/// Why the searches of several shares do not make a search of the whole memory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ShareGap {
-    /// Logical shard `s` is indexed by two shares (`first` and `second`, their positions).
-    Twice {
-        s: usize,
-        first: usize,
-        second: usize,
-    },
-    /// Logical shard `s` is indexed by no share.
-    Missing(usize),
-    /// Share `i` gave `got` results for `want` queries.
-    Count { i: usize, got: usize, want: usize },
-}
-
-/// The nearest document of each of `n` queries in the whole memory, from the searches of
-/// shares (mask of the indexed shards, one result per query in query order) that together
-/// index every logical shard exactly once. The answer does not depend on the order of the
-/// shares.
-pub fn best_of_shares(
-    n: usize,
-    shares: impl IntoIterator<Item = (u64, Vec<Option<Neighbour>>)>,
-) -> Result<Vec<Option<Neighbour>>, ShareGap> {
-    let mut owner: [Option<usize>; 64] = [None; 64];
-    let mut best: Vec<Option<Neighbour>> = vec![None; n];
-    for (i, (mask, near)) in shares.into_iter().enumerate() {
-        for (s, o) in owner.iter_mut().enumerate().take(LOGICAL_SHARDS) {
-            if mask >> s & 1 == 1 {
-                if let Some(first) = *o {
-                    return Err(ShareGap::Twice {
-                        s,
-                        first,
-                        second: i,
-                    });
-                }
-                *o = Some(i);
-            }
-        }
-        if near.len() != n {
-            return Err(ShareGap::Count {
-                i,
-                got: near.len(),
-                want: n,
-            });
-        }
-        for (b, x) in best.iter_mut().zip(near) {
-            *b = better_neighbour(*b, x);
-        }
-    }
-    match owner.iter().take(LOGICAL_SHARDS).position(Option::is_none) {
-        Some(s) => Err(ShareGap::Missing(s)),
-        None => Ok(best),
-    }
-}
-
 impl DocMemory {
     /// Stored documents whose vector this memory keeps (all of them unless its share drops
     /// some).
@@ -214,6 +159,22 @@ mod tests {
     use super::*;
     use crate::memory::testing::{batch as one_batch, tied_vectors as vectors};
     use crate::memory::{DocRef, Eviction, MemoryParams, TermVector};
+
+    /// The nearest document of each query in the whole memory, from the searches (one result
+    /// per query, in query order) of shares that together index every logical shard exactly
+    /// once. The answer does not depend on the order of the shares.
+    fn best_of(
+        n: usize,
+        shares: impl IntoIterator<Item = Vec<Option<Neighbour>>>,
+    ) -> Vec<Option<Neighbour>> {
+        let mut best = vec![None; n];
+        for near in shares {
+            for (b, x) in best.iter_mut().zip(near) {
+                *b = better_neighbour(*b, x);
+            }
+        }
+        best
+    }
 
     fn reference(i: usize) -> DocRef {
         DocRef {
@@ -269,14 +230,13 @@ mod tests {
                     let qs = vectors(40, 1000 + b as u64);
                     let refs: Vec<&TermVector> = qs.iter().collect();
                     let want = w.nearest_batch(&refs);
-                    let got = best_of_shares(
-                        qs.len(),
-                        parts
-                            .iter()
-                            .rev()
-                            .map(|p| (p.share().mask(), p.nearest_batch(&refs))),
-                    )
-                    .unwrap();
+                    // the shares cover every shard once; combined in any order
+                    let masks = parts.iter().fold(0u64, |m, p| {
+                        assert_eq!(m & p.share().mask(), 0);
+                        m | p.share().mask()
+                    });
+                    assert_eq!(masks, Share::all().mask());
+                    let got = best_of(qs.len(), parts.iter().rev().map(|p| p.nearest_batch(&refs)));
                     assert_eq!(got, want, "{eviction:?}, {peers} shares, batch {b}");
                     assert!(want.iter().any(Option::is_some));
                 }
@@ -302,7 +262,7 @@ mod tests {
     }
 
     #[test]
-    fn a_share_cannot_widen_and_gaps_between_shares_are_named() {
+    fn a_share_cannot_widen_and_shares_loaded_whole_combine_to_the_whole_search() {
         let mut m = DocMemory::new(MemoryParams::default()).unwrap();
         let docs = vectors(100, 5);
         m.insert(&one_batch(&docs));
@@ -320,40 +280,13 @@ mod tests {
         let refs: Vec<&TermVector> = q.iter().collect();
         let search = |shards: &[usize]| {
             let mut p = m.clone();
-            let sh = Share::of(shards, false);
-            p.restrict(sh).unwrap();
-            (sh.mask(), p.nearest_batch(&refs))
+            p.restrict(Share::of(shards, false)).unwrap();
+            p.nearest_batch(&refs)
         };
         let even: Vec<usize> = (0..LOGICAL_SHARDS).step_by(2).collect();
         let odd: Vec<usize> = (1..LOGICAL_SHARDS).step_by(2).collect();
-        assert_eq!(
-            best_of_shares(3, [search(&even), search(&odd)]).unwrap(),
-            m.nearest_batch(&refs)
-        );
-        assert_eq!(
-            best_of_shares(3, [search(&even), search(&odd[1..])]),
-            Err(ShareGap::Missing(1))
-        );
-        assert_eq!(
-            best_of_shares(3, [search(&even), search(&odd), search(&[4])]),
-            Err(ShareGap::Twice {
-                s: 4,
-                first: 0,
-                second: 2
-            })
-        );
-        let (mask, mut near) = search(&odd);
-        near.pop();
-        assert_eq!(
-            best_of_shares(3, [search(&even), (mask, near)]),
-            Err(ShareGap::Count {
-                i: 1,
-                got: 2,
-                want: 3
-            })
-        );
-        // a whole memory's share is every shard
-        let all = best_of_shares(3, [(Share::all().mask(), m.nearest_batch(&refs))]);
-        assert_eq!(all.unwrap(), m.nearest_batch(&refs));
+        let want = m.nearest_batch(&refs);
+        assert_eq!(best_of(3, [search(&even), search(&odd)]), want);
+        assert_eq!(best_of(3, [search(&odd), search(&even)]), want);
     }
 }
