@@ -306,8 +306,36 @@ fn check_count(worker: usize, p: &SearchPart, want: usize) -> Result<(), EngineE
     Ok(())
 }
 
-/// A step's search, on any worker (`mine` wraps this worker's matches of a round as its
-/// message): the nearest remembered document of each of the batch's `n` documents, the
+/// What worker `index` sends in search round `round` of the step at `timestep`, from a
+/// memory with the mark `memory`.
+fn search_message(
+    index: usize,
+    timestep: u64,
+    memory: [u64; 3],
+    part: SearchPart,
+    round: u8,
+) -> Vec<u8> {
+    let SearchPart { shards, near } = part;
+    if index == 0 {
+        encode(&Lead::Nearest {
+            memory,
+            shards,
+            round,
+            near,
+        })
+    } else {
+        encode(&Reply::Nearest {
+            timestep,
+            memory,
+            shards,
+            round,
+            near,
+        })
+    }
+}
+
+/// A step's search, on any worker (whose memory has the mark `memory` and indexes the
+/// logical shards of the mask `shards`): the nearest remembered document of each of the batch's `n` documents, the
 /// whole memory's answer bit for bit. Round 1: each worker searches its share of the memory
 /// for the documents of its logical shards. Round 2 (with more than one worker): each
 /// searches its share for the other documents, only for matches beating the one round 1
@@ -318,8 +346,9 @@ pub(super) fn search_round(
     gather: &RefCell<Gather>,
     n: usize,
     timestep: u64,
+    memory: [u64; 3],
+    shards: u64,
     search: &MemorySearch<'_>,
-    mine: impl Fn(u8, Vec<Option<Neighbour>>) -> Vec<u8>,
 ) -> Result<Vec<Option<Neighbour>>, EngineError> {
     let (index, peers) = {
         let g = gather.borrow();
@@ -329,7 +358,11 @@ pub(super) fn search_round(
         .into_iter()
         .map(|j| (j, None))
         .collect();
-    let payloads = gather.borrow_mut().round(mine(1, search(&own)));
+    let part = |round: u8, near| {
+        let p = SearchPart { shards, near };
+        search_message(index, timestep, memory, p, round)
+    };
+    let payloads = gather.borrow_mut().round(part(1, search(&own)));
     let best = owners_best(&search_parts(&payloads, timestep, 1)?, n)?;
     if peers == 1 {
         return Ok(best);
@@ -338,7 +371,7 @@ pub(super) fn search_round(
         .into_iter()
         .map(|j| (j, best[j].map(|b| b.floor())))
         .collect();
-    let payloads = gather.borrow_mut().round(mine(2, search(&others)));
+    let payloads = gather.borrow_mut().round(part(2, search(&others)));
     beyond(best, &search_parts(&payloads, timestep, 2)?)
 }
 
@@ -426,16 +459,7 @@ impl Replication for ReplicaSide {
         shards: u64,
         search: &MemorySearch<'_>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
-        let timestep = self.timestep;
-        search_round(&self.gather, n, timestep, search, |round, near| {
-            encode(&Reply::Nearest {
-                timestep,
-                memory,
-                shards,
-                round,
-                near,
-            })
-        })
+        search_round(&self.gather, n, self.timestep, memory, shards, search)
     }
 
     fn finds_topics(&self) -> bool {
@@ -563,27 +587,6 @@ mod tests {
     /// A memory's mark that is not the leader's.
     const STALE: [u64; 3] = [800, 700, 1 << 20];
 
-    /// What worker `i` sends in a search round.
-    fn payload(i: usize, timestep: u64, memory: [u64; 3], part: SearchPart, round: u8) -> Vec<u8> {
-        let SearchPart { shards, near } = part;
-        if i == 0 {
-            encode(&Lead::Nearest {
-                memory,
-                shards,
-                round,
-                near,
-            })
-        } else {
-            encode(&Reply::Nearest {
-                timestep,
-                memory,
-                shards,
-                round,
-                near,
-            })
-        }
-    }
-
     /// A step's search by `peers` workers, each holding its share of the memory of
     /// [`memory`], for the first `n` queries, as [`search_round`] runs it but without a
     /// network: `edit(round, worker, part)` changes a worker's part first; replicas report
@@ -611,7 +614,7 @@ mod tests {
             };
             edit(round, i, &mut part);
             let mark = if stale == Some(i) { STALE } else { m.mark() };
-            payload(i, timestep, mark, part, round)
+            search_message(i, timestep, mark, part, round)
         };
         let first: Vec<Vec<u8>> = (0..peers)
             .map(|i| {
@@ -712,7 +715,7 @@ mod tests {
                     shards: memory_share(i, 2).mask(),
                     near: vec![None; own_positions(i, 2, n).len()],
                 };
-                payload(i, 7, m.mark(), part, if i == 1 { 2 } else { 1 })
+                search_message(i, 7, m.mark(), part, if i == 1 { 2 } else { 1 })
             })
             .collect();
         let e = search_parts(&r, 7, 1).unwrap_err().to_string();

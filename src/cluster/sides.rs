@@ -228,14 +228,7 @@ impl Replication for LeaderSide {
             own.set(own.get() + t.elapsed().as_secs_f64());
             near
         };
-        let near = search_round(&self.gather, n, self.timestep, &timed, |round, near| {
-            encode(&Lead::Nearest {
-                memory,
-                shards,
-                round,
-                near,
-            })
-        });
+        let near = search_round(&self.gather, n, self.timestep, memory, shards, &timed);
         self.figures.search_seconds = t0.elapsed().as_secs_f64();
         self.figures.search_own_seconds = own.get();
         self.figures.search_bytes = self.gather.borrow().traffic() - before;
