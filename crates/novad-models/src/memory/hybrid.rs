@@ -253,7 +253,7 @@ impl Hybrid {
                         nearest: None,
                     };
                 }
-                let nn = 1.0 - nb.map_or(0.0, |n| n.cosine);
+                let nn = 1.0 - nb.map_or(0.0, |n| n.cosine());
                 let (score, qm, qn) = self.fuse_with(h, d.model_score, nn);
                 HybridVerdict {
                     score,
@@ -263,7 +263,7 @@ impl Hybrid {
                     model_quantile: qm,
                     nn_score: nn,
                     nn_quantile: qn,
-                    nearest: nb.map(|n| (n.reference, n.cosine)),
+                    nearest: nb.map(|n| (n.reference, n.cosine())),
                 }
             })
             .collect())

@@ -239,7 +239,6 @@ impl DocMemory {
             let d = self.slots.get(s as usize)?.as_ref()?;
             Some(Neighbour {
                 reference: d.reference,
-                cosine: c.clamp(0.0, 1.0),
                 dot: c,
                 no: d.no,
             })
@@ -274,7 +273,6 @@ mod tests {
         }
         best.map(|(c, no, s)| Neighbour {
             reference: m.slots[s as usize].as_ref().unwrap().reference,
-            cosine: c.clamp(0.0, 1.0),
             dot: c,
             no,
         })
@@ -317,11 +315,11 @@ mod tests {
                         "{ev:?}"
                     );
                     assert_eq!(
-                        got.map(|g| g.cosine.to_bits()),
-                        want.map(|w| w.cosine.to_bits())
+                        got.map(|g| g.cosine().to_bits()),
+                        want.map(|w| w.cosine().to_bits())
                     );
                     if let Some(w) = want {
-                        let bits = w.cosine.to_bits();
+                        let bits = w.cosine().to_bits();
                         let tied = m
                             .docs()
                             .filter(|(_, d)| {

@@ -45,12 +45,18 @@ impl StoredDoc {
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Neighbour {
     pub reference: DocRef,
-    /// Cosine of the query and the stored (truncated) vector, in [0, 1].
-    pub cosine: f64,
-    /// The exact dot product the cosine was clamped from (what searches are ranked by).
+    /// The exact dot product of the query and the stored (truncated) vector (what searches
+    /// are ranked by): the cosine up to rounding, as both are unit ℓ2.
     pub dot: f64,
     /// The stored document's offered number (ties go to the larger).
     pub no: u64,
+}
+
+impl Neighbour {
+    /// Cosine of the query and the stored (truncated) vector, in [0, 1].
+    pub fn cosine(&self) -> f64 {
+        self.dot.clamp(0.0, 1.0)
+    }
 }
 
 /// Bounded memory of past documents with exact cosine search.
@@ -529,7 +535,7 @@ mod tests {
                     let want = brute(&m, q);
                     match (got, want) {
                         (None, None) => {}
-                        (Some(g), Some(w)) => assert!((g.cosine - w).abs() < 1e-6, "{ev:?}"),
+                        (Some(g), Some(w)) => assert!((g.cosine() - w).abs() < 1e-6, "{ev:?}"),
                         (g, w) => panic!("{ev:?}: {g:?} vs {w:?}"),
                     }
                 }
@@ -621,6 +627,6 @@ mod tests {
         assert_eq!(m.nearest(&TermVector::default()), None);
         let n = m.nearest(&q).unwrap();
         assert_eq!(n.reference, r(0));
-        assert!((n.cosine - 1.0).abs() < 1e-6);
+        assert!((n.cosine() - 1.0).abs() < 1e-6);
     }
 }
