@@ -120,7 +120,7 @@ fn all_finite(model: &Model, out: &novad_models::StepOutput) {
         .verdicts
         .iter()
         .all(|v| v.score.is_finite() && v.score >= 0.0 && v.score <= 1.0 + 1e-9));
-    assert!(model.dictionary().iter().all(|v| v.is_finite()));
+    assert!(model.dictionary().to_dense().iter().all(|v| v.is_finite()));
     assert!(model.delta().is_valid());
 }
 
@@ -171,7 +171,13 @@ fn a_batch_of_one_document_and_bootstrap_with_fewer_documents_than_atoms() {
     all_finite(&m1, &out);
     assert_eq!(m1.dictionary().ncols(), 30);
     let used = (0..30)
-        .filter(|&j| m1.dictionary().column(j).iter().any(|&v| v > 0.0))
+        .filter(|&j| {
+            m1.dictionary()
+                .to_dense()
+                .column(j)
+                .iter()
+                .any(|&v| v > 0.0)
+        })
         .count();
     assert!(used == 1, "one document → one non-zero atom, {used}");
     let (m2, out) = m1.step(&["solar panel energy storage"]).unwrap();
@@ -212,7 +218,7 @@ fn the_vocabulary_bound_keeps_matrices_consistent() {
     assert_eq!(m.delta().nrows(), m.vocab().len());
     assert!(outs.iter().any(|o| o.stats.evicted_terms > 0));
     assert!(novad_models::l1::dictionary::in_dictionary_set(
-        m.dictionary(),
+        &m.dictionary().to_dense(),
         1e-5
     ));
 }
@@ -246,7 +252,7 @@ fn refreshed_atoms_learn_a_topic_that_keeps_arriving() {
         let (m, out) = model.step(&docs).unwrap();
         model = m;
         assert!(novad_models::l1::dictionary::in_dictionary_set(
-            model.dictionary(),
+            &model.dictionary().to_dense(),
             1e-5
         ));
         if t >= 1 {
@@ -310,7 +316,7 @@ fn adaptive_size_injects_topics_and_retires_unused_atoms_and_round_trips_through
         }
         let m = ing.engine.as_l1().unwrap();
         assert!(
-            novad_models::l1::dictionary::in_dictionary_set(m.dictionary(), 1e-5),
+            novad_models::l1::dictionary::in_dictionary_set(&m.dictionary().to_dense(), 1e-5),
             "step {t}"
         );
         assert_eq!(m.atom_last_used().len(), m.dictionary().ncols());

@@ -21,6 +21,7 @@ use crate::schema::{
     delta_from_chunks, dict_from_chunks, part_chunks, StateMeta, TermEntry, DELTA, DICT,
     KEY_ATOM_AGE, KEY_HISTORY, KEY_MODEL, KEY_PARAMS, KEY_STATE, META, PARTS, VOCAB,
 };
+use novad_models::l1::dictionary::Dictionary;
 use novad_models::l1::{Model, ModelParts};
 use novad_models::text::Vocabulary;
 use novad_models::{ModelKind, ModelParams, Params};
@@ -136,7 +137,7 @@ fn move_l1_state(trees: &[sled::Tree], params: Params, ops: &mut Ops) -> Result<
     let model = Model::from_parts(ModelParts {
         params,
         vocab,
-        dict,
+        dict: Dictionary::from_dense(dict.view()),
         delta,
         history,
         last_used,

@@ -20,7 +20,7 @@ use rand::SeedableRng;
 
 /// Code `docs` with `c`; print one line (against `reference` when given); return the scores.
 fn run(model: &Model, docs: &[SparseDoc], c: &CodingParams, reference: Option<&[f64]>) -> Vec<f64> {
-    let dict = CodingDict::new(model.dictionary().view(), c.step);
+    let dict = CodingDict::new(model.dictionary(), c.step);
     let t = Instant::now();
     let codes = code_batch(&dict, docs, c);
     let secs = t.elapsed().as_secs_f64();

@@ -47,7 +47,7 @@ fn main() {
         let texts: Vec<&str> = ts.docs.iter().map(|d| d.text.as_str()).collect();
         let vb = vz.step(&texts);
         let old_m = model.vocab().len();
-        let old_dict = model.dictionary().clone();
+        let old_dict = model.dictionary().to_dense();
         let (next, out) = model.step(&texts).unwrap();
         assert_eq!(out.vectors, vb.vectors, "engine and eval vectors agree");
         assert_eq!(vb.change.evicted, 0);
@@ -243,8 +243,10 @@ impl Judge<'_> {
             ids: acc.keys().copied().collect(),
             vals: acc.values().map(|x| x.0).collect(),
         };
-        let cd =
-            novad_models::l1::coding::CodingDict::new(self.dict.view(), self.params.coding.step);
+        let cd = novad_models::l1::coding::CodingDict::from_dense(
+            self.dict.view(),
+            self.params.coding.step,
+        );
         let code = novad_models::l1::coding::code_batch(
             &cd,
             std::slice::from_ref(&cen),

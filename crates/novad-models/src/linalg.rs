@@ -4,7 +4,6 @@
 //! occupies `[j * rows, (j + 1) * rows)`. Code matrices are `sprs` CSC matrices (k × n, one
 //! column per document).
 
-use ndarray::ArrayView2;
 use sprs::CsMat;
 
 /// soft(r, t) = sign(r) · max(|r| − t, 0), the proximal map of t·|·|.
@@ -177,18 +176,19 @@ pub fn psi_max_colmajor(z: &[f64], rows: usize, cols: usize) -> f64 {
     })
 }
 
-/// Ψmax of a row-major `m × k` f32 matrix A (largest eigenvalue of AᵀA). Works on the
-/// non-zero entries only, so its cost is O(nnz(A)) per power iteration (a dictionary over a
-/// large vocabulary is mostly zero rows). Guarantees of [`power_iteration`].
-pub fn psi_max_rowmajor(a: ArrayView2<'_, f32>) -> f64 {
+/// Ψmax of an `m × k` f32 matrix A (largest eigenvalue of AᵀA) given by its rows' stored
+/// entries (atom, value), atoms ascending (zeros may be among them). Works on the non-zero
+/// entries only, so its cost is O(nnz(A)) per power iteration (a dictionary over a large
+/// vocabulary is mostly zero rows). Guarantees of [`power_iteration`].
+pub fn psi_max_rows<'r>(k: usize, rows: impl Iterator<Item = &'r [(u32, f32)]>) -> f64 {
     // CSR copy of the non-zeros
     let mut ptr = vec![0usize];
     let mut idx: Vec<u32> = Vec::new();
     let mut val: Vec<f64> = Vec::new();
-    for row in a.rows() {
-        for (j, &v) in row.iter().enumerate() {
+    for row in rows {
+        for &(j, v) in row {
             if v != 0.0 {
-                idx.push(j as u32);
+                idx.push(j);
                 val.push(v as f64);
             }
         }
@@ -197,7 +197,7 @@ pub fn psi_max_rowmajor(a: ArrayView2<'_, f32>) -> f64 {
         }
     }
     let frob: f64 = val.iter().map(|v| v * v).sum();
-    power_iteration(a.ncols(), frob, |v, out| {
+    power_iteration(k, frob, |v, out| {
         out.iter_mut().for_each(|x| *x = 0.0);
         let mut est = 0.0;
         for r in ptr.windows(2) {

@@ -40,7 +40,7 @@ fn admm_matches_the_exact_lp_optimum_on_random_instances() {
             let mut params = CodingParams::paper();
             params.absent_weight = w;
             params.step = step;
-            let dict = CodingDict::new(a.view(), step);
+            let dict = CodingDict::from_dense(a.view(), step);
             let code = code_document(&dict, &doc, &params);
             let lp = lp_optimum(&a, &dense(&doc, m), params.lambda, w);
             let rel = (code.score - lp).abs() / lp.max(1e-12);
@@ -74,7 +74,7 @@ fn the_default_coding_is_within_its_tolerance_of_the_lp_optimum() {
     let mut worst = 0.0f64;
     for seed in 0..60u64 {
         let (a, doc) = instance(seed);
-        let dict = CodingDict::new(a.view(), params.step);
+        let dict = CodingDict::from_dense(a.view(), params.step);
         let code = code_document(&dict, &doc, &params);
         let lp = lp_optimum(
             &a,
@@ -174,7 +174,7 @@ fn reduced_and_full_formulations_agree() {
             params.step = step;
             params.tol = 1e-7;
             params.max_iter = 20_000;
-            let dict = CodingDict::new(a.view(), params.step);
+            let dict = CodingDict::from_dense(a.view(), params.step);
             let reduced = code_document(&dict, &doc, &params);
             let full = code_document_full(a.view(), &doc, &params);
             let rel = (reduced.score - full.objective).abs() / full.objective.max(1e-12);
@@ -198,7 +198,7 @@ fn screened_atoms_are_zero_at_the_optimum() {
         let doc = random_doc(&mut r, 30, 8);
         let p = dense(&doc, 30);
         let params = CodingParams::paper();
-        let dict = CodingDict::new(a.view(), params.step);
+        let dict = CodingDict::from_dense(a.view(), params.step);
         let code = code_document(&dict, &doc, &params);
         let mut pruned = a.clone();
         for j in 0..6 {
@@ -230,7 +230,7 @@ fn residual_terms_for(step: StepSize) {
         step,
         ..CodingParams::paper()
     };
-    let dict = CodingDict::new(a.view(), params.step);
+    let dict = CodingDict::from_dense(a.view(), params.step);
     let code = code_document(&dict, &doc, &params);
     // recompute p − A x and check the reported terms are its top positive entries
     let mut resid = dense(&doc, 40);

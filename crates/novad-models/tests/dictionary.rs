@@ -7,10 +7,24 @@ use novad_models::l1::coding::{code_batch, CodingDict, CodingParams};
 use novad_models::l1::dictionary::{
     a_step, bootstrap, codes_to_csc, docs_to_csr, in_dictionary_set, init_atoms, oiadmm_step,
     project_columns, project_nonneg_l1_ball, project_sparse_rows, remap_rows, resize_cols,
-    AtomInit, BootstrapParams, Multiplier, OiadmmParams, SparseRows,
+    AtomInit, BootstrapParams, Dictionary, Multiplier, OiadmmParams, SparseRows,
 };
+use novad_models::model::OiadmmStats;
 use novad_models::text::Remap;
 use rand::Rng;
+use sprs::CsMat;
+
+/// [`oiadmm_step`] on a dense Â (converted to rows and back, both bit for bit).
+fn step_rows(
+    p: &CsMat<f64>,
+    a: &Array2<f32>,
+    delta: Option<&mut Multiplier>,
+    x: &CsMat<f64>,
+    op: &OiadmmParams,
+) -> (Array2<f32>, OiadmmStats) {
+    let (a2, st) = oiadmm_step(p, &Dictionary::from_dense(a.view()), delta, x, op);
+    (a2.to_dense(), st)
+}
 
 /// x is the Euclidean projection of v onto the polytope {x ≥ 0, Σx ≤ 1} iff x is in it and
 /// ⟨v − x, y − x⟩ ≤ 0 for every vertex y ∈ {0, e_1, …, e_n}.
@@ -179,7 +193,7 @@ fn planted_stream_errors(carry_delta: bool) -> Vec<f64> {
     for t in 0..40 {
         let n = 150 + (t % 3) * 20; // batch size changes: Δ columns resize
         let batch = planted_batch(&mut r, &truth, n);
-        let dict = CodingDict::new(a.view(), params.step);
+        let dict = CodingDict::from_dense(a.view(), params.step);
         let codes = code_batch(&dict, &batch, &params);
         errors.push(codes.iter().map(|c| c.score).sum::<f64>() / n as f64);
         let p = docs_to_csr(&batch, m);
@@ -192,7 +206,7 @@ fn planted_stream_errors(carry_delta: bool) -> Vec<f64> {
             },
             n,
         );
-        let (a2, stats) = oiadmm_step(&p, &a, carry_delta.then_some(&mut delta), &x, &op);
+        let (a2, stats) = step_rows(&p, &a, carry_delta.then_some(&mut delta), &x, &op);
         assert!(in_dictionary_set(&a2, 1e-5), "Â left 𝒜 at step {t}");
         assert!(stats.tau > 0.0);
         assert!(delta.is_valid());
@@ -249,7 +263,7 @@ fn oiadmm_with_zero_codes_keeps_the_dictionary() {
         4,
     );
     let mut d2 = Multiplier::zeros(30, 5);
-    let (a2, st) = oiadmm_step(&p, &a, Some(&mut d2), &x, &OiadmmParams::paper());
+    let (a2, st) = step_rows(&p, &a, Some(&mut d2), &x, &OiadmmParams::paper());
     let d2 = d2.to_dense();
     assert_eq!(a2, a);
     assert_eq!(st.tau, 0.0);
@@ -292,7 +306,7 @@ fn a_step_lowers_the_batch_l1_objective_and_bootstrap_is_deterministic() {
         }
         total
     };
-    let dict = CodingDict::new(a0.view(), params.step);
+    let dict = CodingDict::from_dense(a0.view(), params.step);
     let x = codes_to_csc(&code_batch(&dict, &docs, &params), 8);
     let p = docs_to_csr(&docs, 80);
     let a1 = a_step(&p, &x, &a0, params.phi, params.gamma, 60);
@@ -377,7 +391,7 @@ fn oiadmm_matches_a_dense_transcription_of_algorithm_2() {
         let x = codes_to_csc(&codes, k);
         let p = docs_to_csr(&docs, m);
         let mut d2 = Multiplier::from_dense(&delta);
-        let (a2, st) = oiadmm_step(&p, &a, Some(&mut d2), &x, &OiadmmParams::paper());
+        let (a2, st) = step_rows(&p, &a, Some(&mut d2), &x, &OiadmmParams::paper());
         assert!(d2.is_valid());
         let d2 = d2.to_dense();
         let (ea, ed) = oiadmm_dense(
@@ -395,7 +409,7 @@ fn oiadmm_matches_a_dense_transcription_of_algorithm_2() {
             assert!((*u as f64 - v).abs() < 1e-4, "case {case}: Δ {u} vs {v}");
         }
         // without Δ the dictionary equals the dense step from Δ = 0
-        let (a3, _) = oiadmm_step(&p, &a, None, &x, &OiadmmParams::paper());
+        let (a3, _) = step_rows(&p, &a, None, &x, &OiadmmParams::paper());
         let (ea3, _) = oiadmm_dense(
             &p.to_dense(),
             &a.mapv(|v| v as f64),
@@ -425,7 +439,11 @@ fn oiadmm_is_bit_identical_whatever_the_number_of_threads_or_who_coded() {
         })
         .collect();
     let params = CodingParams::paper();
-    let codes = code_batch(&CodingDict::new(a.view(), params.step), &docs, &params);
+    let codes = code_batch(
+        &CodingDict::from_dense(a.view(), params.step),
+        &docs,
+        &params,
+    );
     assert!(codes.iter().filter(|c| !c.atoms.is_empty()).count() > n / 2);
     let p = docs_to_csr(&docs, m);
     let x = codes_to_csc(&codes, k);
@@ -449,7 +467,7 @@ fn oiadmm_is_bit_identical_whatever_the_number_of_threads_or_who_coded() {
                 .unwrap();
             pool.install(|| {
                 let mut d = delta0.clone();
-                let (a2, st) = oiadmm_step(&p, &a, Some(&mut d), &x, &op);
+                let (a2, st) = step_rows(&p, &a, Some(&mut d), &x, &op);
                 (a2, d, st.tau)
             })
         };
@@ -464,10 +482,10 @@ fn oiadmm_is_bit_identical_whatever_the_number_of_threads_or_who_coded() {
     }
     let op = OiadmmParams::paper();
     let mut d1 = delta0.clone();
-    let (a1, _) = oiadmm_step(&p, &a, Some(&mut d1), &x, &op);
+    let (a1, _) = step_rows(&p, &a, Some(&mut d1), &x, &op);
     // the codes again, shard by shard from the last shard to the first
     use novad_models::l1::dictionary::{shard_docs, LOGICAL_SHARDS};
-    let cd = CodingDict::new(a.view(), params.step);
+    let cd = CodingDict::from_dense(a.view(), params.step);
     let mut by_shard = vec![None; n];
     for s in (0..LOGICAL_SHARDS).rev() {
         let pos: Vec<usize> = shard_docs(n, s).collect();
@@ -482,7 +500,7 @@ fn oiadmm_is_bit_identical_whatever_the_number_of_threads_or_who_coded() {
         "a document's code does not depend on its shard-mates"
     );
     let mut d4 = delta0.clone();
-    let (a4, _) = oiadmm_step(&p, &a, Some(&mut d4), &codes_to_csc(&again, k), &op);
+    let (a4, _) = step_rows(&p, &a, Some(&mut d4), &codes_to_csc(&again, k), &op);
     assert_eq!(bits(&a1), bits(&a4));
     assert_eq!(d1, d4);
 }

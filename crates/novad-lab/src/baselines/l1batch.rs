@@ -102,7 +102,7 @@ impl L1Batch {
 
     /// The novel-document detection step: code the batch over A_t.
     pub fn detect(&self, docs: &[SparseDoc]) -> Vec<Code> {
-        let cd = CodingDict::new(self.dict.view(), self.coding.step);
+        let cd = CodingDict::from_dense(self.dict.view(), self.coding.step);
         code_batch(&cd, docs, &self.coding)
     }
 
@@ -154,7 +154,7 @@ impl L1Batch {
                 self.coding.gamma,
                 self.params.a_step_iter,
             );
-            let cd = CodingDict::new(self.dict.view(), self.coding.step);
+            let cd = CodingDict::from_dense(self.dict.view(), self.coding.step);
             self.codes = code_batch(&cd, seen, &self.coding);
             stats.alternations += 1;
             let obj = mean(self.codes.iter().map(|c| c.score));
@@ -244,7 +244,7 @@ mod tests {
         let coding = CodingParams::paper();
         let boot = topic_docs(0, 40, 1);
         let dict = bootstrap(&boot, 20, 4, &coding, &BootstrapParams::paper(), 7);
-        let cd = CodingDict::new(dict.view(), coding.step);
+        let cd = CodingDict::from_dense(dict.view(), coding.step);
         let boot_codes = code_batch(&cd, &boot, &coding);
         let params = BatchParams {
             eta: 3,

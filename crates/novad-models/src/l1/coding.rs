@@ -24,7 +24,10 @@ use ndarray::ArrayView2;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::linalg::{loss_asym, prox_asym, psi_max_rowmajor, SparseCols};
+use std::borrow::Cow;
+
+use crate::l1::dictionary::Dictionary;
+use crate::linalg::{loss_asym, prox_asym, psi_max_rows, SparseCols};
 use crate::model::Code;
 use crate::text::SparseDoc;
 
@@ -85,26 +88,30 @@ impl CodingParams {
     }
 }
 
-/// A dictionary prepared for coding: the atoms (row-major m × k, rows = terms) and derived
+/// A dictionary prepared for coding: the atoms (m × k held by rows, rows = terms) and derived
 /// quantities computed once per timestep.
 pub struct CodingDict<'a> {
-    atoms: ArrayView2<'a, f32>,
+    atoms: Cow<'a, Dictionary>,
     col_l1: Vec<f64>,
     global_psi: Option<f64>,
 }
 
 impl<'a> CodingDict<'a> {
-    /// Prepare `atoms` (m × k, every entry finite and ≥ 0). Ψmax(Â) is computed only when the
-    /// step rule needs it.
-    pub fn new(atoms: ArrayView2<'a, f32>, step: StepSize) -> Self {
-        let k = atoms.ncols();
-        let mut col_l1 = vec![0.0f64; k];
-        for row in atoms.rows() {
-            for (c, &v) in col_l1.iter_mut().zip(row.iter()) {
-                *c += v as f64;
-            }
-        }
-        let global_psi = (step == StepSize::Global).then(|| psi_max_rowmajor(atoms));
+    /// Prepare `atoms` (m × k, every entry finite and ≥ 0): O(non-zeros), and Ψmax(Â) only
+    /// when the step rule needs it.
+    pub fn new(atoms: &'a Dictionary, step: StepSize) -> Self {
+        Self::prepare(Cow::Borrowed(atoms), step)
+    }
+
+    /// [`Self::new`] for a dense m × k matrix (converted once, O(m·k)).
+    pub fn from_dense(atoms: ArrayView2<'_, f32>, step: StepSize) -> CodingDict<'static> {
+        CodingDict::prepare(Cow::Owned(Dictionary::from_dense(atoms)), step)
+    }
+
+    fn prepare(atoms: Cow<'a, Dictionary>, step: StepSize) -> Self {
+        let col_l1 = atoms.col_l1();
+        let global_psi = (step == StepSize::Global)
+            .then(|| psi_max_rows(atoms.ncols(), (0..atoms.nrows()).map(|i| atoms.row(i))));
         CodingDict {
             atoms,
             col_l1,
@@ -294,8 +301,8 @@ pub fn code_document(dict: &CodingDict<'_>, doc: &SparseDoc, params: &CodingPara
     let mut s = vec![0.0f64; k];
     for &id in &doc.ids {
         if (id as usize) < m {
-            for (sj, &a) in s.iter_mut().zip(dict.atoms.row(id as usize).iter()) {
-                *sj += a as f64;
+            for &(j, a) in dict.atoms.row(id as usize) {
+                s[j as usize] += a as f64;
             }
         }
     }
@@ -321,15 +328,19 @@ pub fn code_document(dict: &CodingDict<'_>, doc: &SparseDoc, params: &CodingPara
     // Σ L_w(p_i) over the rows left out
     let mut free = 0.0f64;
     let mut gathered: Vec<Vec<(u32, f64)>> = vec![Vec::new(); cols];
+    // the position of every atom among the active ones (u32::MAX: not active)
+    let mut pos = vec![u32::MAX; k];
+    for (c, &j) in active.iter().enumerate() {
+        pos[j] = c as u32;
+    }
     for (r, &id) in doc.ids.iter().enumerate() {
         let at = covered.len() as u32;
         let mut any = false;
         if (id as usize) < m && cols > 0 {
-            let row = dict.atoms.row(id as usize);
-            for (c, &j) in active.iter().enumerate() {
-                let v = row[j];
-                if v != 0.0 {
-                    gathered[c].push((at, v as f64));
+            for &(j, v) in dict.atoms.row(id as usize) {
+                let c = pos[j as usize];
+                if c != u32::MAX && v != 0.0 {
+                    gathered[c as usize].push((at, v as f64));
                     any = true;
                 }
             }

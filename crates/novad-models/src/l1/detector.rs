@@ -5,14 +5,12 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use ndarray::Array2;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::l1::dictclust::dictclust;
 use crate::l1::dictionary::{
-    all_finite, bootstrap, codes_to_csc, docs_to_csr, image, oiadmm_step_owned, refresh_atoms,
-    remap_rows, Multiplier,
+    bootstrap, codes_to_csc, docs_to_csr, image, oiadmm_step, refresh_atoms, Dictionary, Multiplier,
 };
 use crate::l1::params::Params;
 use crate::l1::replicate::{CodingJob, Local, Replication, Tapped};
@@ -31,7 +29,7 @@ const PART_HISTORY: &str = "history";
 const PART_LAST_USED: &str = "last_used";
 
 /// Â from its part (either image version, see [`image`]).
-fn decode_dict(parts: &BTreeMap<String, Vec<u8>>) -> Result<Array2<f32>, EngineError> {
+fn decode_dict(parts: &BTreeMap<String, Vec<u8>>) -> Result<Dictionary, EngineError> {
     let b = parts
         .get(PART_DICT)
         .ok_or_else(|| EngineError::Inconsistent(format!("part `{PART_DICT}` is missing")))?;
@@ -56,7 +54,7 @@ struct PartMeta {
 pub struct Model {
     params: Params,
     vocab: Vocabulary,
-    dict: Array2<f32>,
+    dict: Dictionary,
     delta: Multiplier,
     history: ScoreHistory,
     /// Per atom, the last timestep it had a non-zero code (or was created).
@@ -71,7 +69,7 @@ impl Model {
         params.validate()?;
         Ok(Model {
             vocab: Vocabulary::new(params.text.max_terms),
-            dict: Array2::zeros((0, params.k)),
+            dict: Dictionary::zeros(0, params.k),
             delta: Multiplier::zeros(0, 0),
             history: ScoreHistory::default(),
             last_used: vec![0; params.k],
@@ -109,7 +107,7 @@ impl Model {
         if parts.history.weights.len() != crate::threshold::BINS {
             return Err(EngineError::Inconsistent("score history size".into()));
         }
-        if !crate::l1::dictionary::in_dictionary_set(&parts.dict, 1e-4) {
+        if !parts.dict.in_set(1e-4) {
             return Err(EngineError::NonFinite("dictionary (or it left 𝒜)"));
         }
         if !parts.delta.is_valid() {
@@ -147,8 +145,8 @@ impl Model {
     pub fn vocab(&self) -> &Vocabulary {
         &self.vocab
     }
-    /// Â, m × k (rows = terms).
-    pub fn dictionary(&self) -> &Array2<f32> {
+    /// Â, m × k (rows = terms), held by rows.
+    pub fn dictionary(&self) -> &Dictionary {
         &self.dict
     }
     /// Δ, m × n of the last batch (m × 0 when Δ is not carried between batches).
@@ -310,7 +308,7 @@ impl Model {
             .map(|c| tfidf_l1(c, |id| vocab.df(id), vocab.docs_seen()))
             .collect();
         let m = vocab.len();
-        let mut dict = remap_rows(&self.dict, &change.remap);
+        let mut dict = self.dict.remap(&change.remap);
         let n = docs.len();
         let eligible: Vec<bool> = vectors.iter().map(|v| !v.is_empty()).collect();
         let any_doc = eligible.iter().any(|&e| e);
@@ -329,7 +327,8 @@ impl Model {
         let is_bootstrap = !self.bootstrapped && any_doc;
         let t1 = Instant::now();
         if is_bootstrap {
-            dict = bootstrap(&vectors, m, p.k, &p.coding, &p.bootstrap, p.seed);
+            let dense = bootstrap(&vectors, m, p.k, &p.coding, &p.bootstrap, p.seed);
+            dict = Dictionary::from_dense(dense.view());
             bootstrapped = true;
         }
         let codes = if bootstrapped {
@@ -439,11 +438,11 @@ impl Model {
             let x = codes_to_csc(&codes, dict.ncols());
             if p.oiadmm.carry_delta {
                 let mut delta = self.delta.remap_resize(&change.remap, n);
-                let (a, st) = oiadmm_step_owned(&pm, dict, Some(&mut delta), &x, &p.oiadmm);
+                let (a, st) = oiadmm_step(&pm, &dict, Some(&mut delta), &x, &p.oiadmm);
                 stats.oiadmm = st;
                 (a, delta)
             } else {
-                let (a, st) = oiadmm_step_owned(&pm, dict, None, &x, &p.oiadmm);
+                let (a, st) = oiadmm_step(&pm, &dict, None, &x, &p.oiadmm);
                 stats.oiadmm = st;
                 (a, Multiplier::zeros(m, 0))
             }
@@ -471,8 +470,8 @@ impl Model {
         }
         let mut dict = dict;
         if is_bootstrap {
-            for (j, lu) in last_used.iter_mut().enumerate() {
-                if dict.column(j).iter().any(|&v| v > 0.0) {
+            for (lu, used) in last_used.iter_mut().zip(dict.positive_columns()) {
+                if used {
                     *lu = self.timestep;
                 }
             }
@@ -495,18 +494,15 @@ impl Model {
         if let (Some(ad), true) = (&p.adapt, bootstrapped && !is_bootstrap) {
             let (kmin, kmax) = p.atom_bounds();
             if ad.inject {
-                for t in &topics {
-                    if dict.ncols() >= kmax {
-                        break;
-                    }
-                    let mut col = ndarray::Array1::<f32>::zeros(m);
-                    for &(i, v) in &t.atom_vector {
-                        col[i as usize] = v;
-                    }
-                    dict.push_column(col.view()).expect("same rows");
-                    last_used.push(self.timestep);
-                    stats.atoms_injected += 1;
-                }
+                let room = kmax.saturating_sub(dict.ncols());
+                let cols: Vec<Vec<(u32, f32)>> = topics
+                    .iter()
+                    .take(room)
+                    .map(|t| t.atom_vector.clone())
+                    .collect();
+                dict.push_columns(&cols);
+                last_used.extend(std::iter::repeat_n(self.timestep, cols.len()));
+                stats.atoms_injected += cols.len();
             }
             if ad.retire_after > 0 {
                 let mut order: Vec<usize> = (0..dict.ncols())
@@ -518,19 +514,15 @@ impl Model {
                 if !order.is_empty() {
                     let keep: Vec<usize> =
                         (0..dict.ncols()).filter(|j| !order.contains(j)).collect();
-                    dict = dict.select(ndarray::Axis(1), &keep);
+                    dict = dict.select_columns(&keep);
                     last_used = keep.iter().map(|&j| last_used[j]).collect();
                     stats.atoms_retired = order.len();
                 }
             }
         }
-        if !dict.is_standard_layout() {
-            // appending columns may leave another memory order; the row-major invariant holds
-            dict = dict.as_standard_layout().into_owned();
-        }
         stats.atoms = dict.ncols();
         stats.seconds_update = t2.elapsed().as_secs_f64();
-        if !all_finite(&dict) {
+        if !dict.all_finite() {
             return Err(EngineError::NonFinite("dictionary"));
         }
         if !delta.is_valid() {
@@ -600,7 +592,7 @@ impl Model {
 pub struct ModelParts {
     pub params: Params,
     pub vocab: Vocabulary,
-    pub dict: Array2<f32>,
+    pub dict: Dictionary,
     pub delta: Multiplier,
     pub history: ScoreHistory,
     pub last_used: Vec<u64>,

@@ -127,7 +127,7 @@ pub fn dictclust(
         })
         .collect();
     let r: Array2<f32> = bootstrap(&shared, m, k1, coding, &bp, seed);
-    let cd = CodingDict::new(r.view(), coding.step);
+    let cd = CodingDict::from_dense(r.view(), coding.step);
     let codes = code_batch(&cd, &shared, coding);
     let mut members: Vec<Vec<(usize, f64)>> = vec![Vec::new(); k1];
     for (q, (d, c)) in shared.iter().zip(&codes).enumerate() {

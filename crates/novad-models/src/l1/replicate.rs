@@ -10,12 +10,11 @@
 //! deterministic function of the model, the batch and these outputs, so replicas that start
 //! from the same model and see the same batch and outputs end with the same model.
 
-use ndarray::Array2;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::l1::coding::{code_document, CodingDict, CodingParams};
-use crate::l1::dictionary::{by_position, per_shard, ShardGap, LOGICAL_SHARDS};
+use crate::l1::dictionary::{by_position, per_shard, Dictionary, ShardGap, LOGICAL_SHARDS};
 use crate::memory::Neighbour;
 use crate::memory::{Floor, Share};
 use crate::model::{Code, EngineError, Judge, Judgement, Scored, Topic};
@@ -29,7 +28,7 @@ pub struct CodingJob<'a> {
     /// The batch's TF-IDF vectors, in batch order.
     pub vectors: &'a [SparseDoc],
     /// Â_t (m × k) as the step codes against it (after the vocabulary remap or the bootstrap).
-    pub dict: &'a Array2<f32>,
+    pub dict: &'a Dictionary,
     pub coding: &'a CodingParams,
 }
 
@@ -49,7 +48,7 @@ impl CodingJob<'_> {
     /// Code the documents of `shards` (in parallel on the rayon pool; each code is a function
     /// of the job and its document only).
     pub fn run(&self, shards: &[usize]) -> Vec<ShardOutput> {
-        let cd = CodingDict::new(self.dict.view(), self.coding.step);
+        let cd = CodingDict::new(self.dict, self.coding.step);
         per_shard(self.vectors.len(), shards, |at| {
             at.par_iter()
                 .map(|&j| code_document(&cd, &self.vectors[j], self.coding))

@@ -472,7 +472,7 @@ fn bootstrap_rows(
     }
     let p = docs_to_csr(docs, m);
     for _ in 0..params.alternations {
-        let dict = CodingDict::new(a.view(), coding.step);
+        let dict = CodingDict::from_dense(a.view(), coding.step);
         let codes = code_batch(&dict, docs, coding);
         let x = codes_to_csc(&codes, k);
         a = a_step(&p, &x, &a, coding.phi, coding.gamma, params.a_step_iter);

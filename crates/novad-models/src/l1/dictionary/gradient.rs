@@ -5,7 +5,7 @@ use rayon::prelude::*;
 use sprs::CsMat;
 
 use super::project::{RowBlock, SparseRows};
-use super::Multiplier;
+use super::{Dictionary, Multiplier};
 
 /// Live rows per block of pass 1.
 const ROW_BLOCK: usize = 256;
@@ -60,12 +60,9 @@ pub(super) fn row_times_codes(
     }
 }
 
-/// The non-zero entries (atom, value) of a dense row, by atom.
-pub(super) fn nonzeros(row: &[f32]) -> impl Iterator<Item = (u32, f32)> + '_ {
-    row.iter()
-        .enumerate()
-        .filter(|(_, &v)| v != 0.0)
-        .map(|(j, &v)| (j as u32, v))
+/// The non-zero entries (atom, value) of a row's stored entries, by atom.
+pub(super) fn nonzeros(row: &[(u32, f32)]) -> impl Iterator<Item = (u32, f32)> + '_ {
+    row.iter().filter(|e| e.1 != 0.0).copied()
 }
 
 /// The rows a step can change (see [`Inputs::live`]), ascending, with their non-zero
@@ -95,19 +92,25 @@ fn keep_above(out: &[f64], floor: f64, ent: &mut Vec<(u32, f64)>) {
 /// Rows of Â per block of the live-row scan.
 const SCAN_BLOCK: usize = 4096;
 
-/// The inputs of pass 1 of a step: P (m × n CSR), Â_t (row-major m × k), Δ_t, X̂ (CSC and CSR).
+/// The inputs of pass 1 of a step: P (m × n CSR), Â_t (m × k by rows), Δ_t, X̂ (CSC and CSR).
 pub(super) struct Inputs<'a> {
     pub(super) p: &'a CsMat<f64>,
-    pub(super) a: &'a [f32],
-    pub(super) k: usize,
+    pub(super) a: &'a Dictionary,
     pub(super) delta: Option<&'a Multiplier>,
     pub(super) x: &'a CsMat<f64>,
     pub(super) xr: &'a CsMat<f64>,
 }
 
 impl Inputs<'_> {
-    fn a_row(&self, i: usize) -> &[f32] {
-        &self.a[i * self.k..(i + 1) * self.k]
+    fn a_row(&self, i: usize) -> &[(u32, f32)] {
+        self.a.row(i)
+    }
+    /// `out` set to row `i` of Â_t as a dense row (every other entry 0).
+    fn dense_row<T: Copy + Default>(&self, i: usize, out: &mut [T], conv: impl Fn(f32) -> T) {
+        out.fill(T::default());
+        for &(j, v) in self.a_row(i) {
+            out[j as usize] = conv(v);
+        }
     }
     fn d_row(&self, i: usize) -> &[(u32, f32)] {
         match self.delta {
@@ -118,8 +121,8 @@ impl Inputs<'_> {
 
     /// The rows a step can change, ascending, with their entries in Â_t: non-zero in Â_t,
     /// or with a term of the batch, or with a multiplier. A row that is none of these is zero
-    /// before and after the step (and the projection: max(0, 0 − θ) = 0). One scan of Â_t,
-    /// in parallel by blocks of rows, joined in row order.
+    /// before and after the step (and the projection: max(0, 0 − θ) = 0). One pass over Â_t's
+    /// rows (O(m + non-zeros)), in parallel by blocks of rows, joined in row order.
     pub(super) fn live(&self) -> Live {
         let m = self.p.rows();
         let blocks: Vec<(Vec<usize>, RowBlock<f32>)> = (0..m.div_ceil(SCAN_BLOCK))
@@ -158,15 +161,15 @@ impl Inputs<'_> {
     /// [`GRAM_MAX_K`], otherwise document by document ([`Self::exact_row`]). Both are
     /// deterministic functions of the row and the batch.
     pub(super) fn gradient_rows(&self, beta: f64, tau: f64, live: &Live) -> SparseRows {
-        let (k, n) = (self.k, self.p.cols());
+        let (k, n) = (self.a.ncols(), self.p.cols());
         let gram = (k <= GRAM_MAX_K).then(|| Gram::new(self.x, k));
         let idx: Vec<usize> = (0..live.rows.len()).collect();
         // blocks of rows, each into one buffer (few allocations), joined in row order
         let blocks: Vec<RowBlock<f64>> = idx
             .par_chunks(ROW_BLOCK)
             .map_init(
-                || (Acc::new(n), Acc::new(n), vec![0.0f64; k]),
-                |(ax, gt, out), block| {
+                || (Acc::new(n), Acc::new(n), vec![0.0f64; k], vec![0.0f32; k]),
+                |(ax, gt, out, dense), block| {
                     let (mut lens, mut ent) = (Vec::with_capacity(block.len()), Vec::new());
                     for &c in block {
                         let before = ent.len();
@@ -178,7 +181,7 @@ impl Inputs<'_> {
                             tau,
                         };
                         if let Some(gram) = gram.as_ref().filter(|g| g.unclipped(a_row, beta)) {
-                            self.gram_row(&row, gram, gt, out, &mut ent);
+                            self.gram_row(&row, gram, (gt, out, dense), &mut ent);
                         } else {
                             self.exact_row(&row, (ax, gt, out), &mut ent);
                         }
@@ -201,9 +204,7 @@ impl Inputs<'_> {
         ent: &mut Vec<(u32, f64)>,
     ) {
         let (beta, tau) = (row.beta, row.tau);
-        for (o, &v) in out.iter_mut().zip(self.a_row(row.i)) {
-            *o = v as f64;
-        }
+        self.dense_row(row.i, out, |v| v as f64);
         row_times_codes(row.a.iter().copied(), self.xr, ax);
         // gt accumulates Γ̃ + Δ/β on the candidate positions
         for &j in &ax.touched {
@@ -251,15 +252,12 @@ impl Inputs<'_> {
         &self,
         row: &Row<'_>,
         gram: &Gram,
-        gt: &mut Acc,
-        out: &mut [f64],
+        (gt, out, dense): (&mut Acc, &mut [f64], &mut [f32]),
         ent: &mut Vec<(u32, f64)>,
     ) {
-        let (k, beta, tau) = (self.k, row.beta, row.tau);
-        let dense = self.a_row(row.i);
-        for (o, &v) in out.iter_mut().zip(dense) {
-            *o = v as f64;
-        }
+        let (k, beta, tau) = (self.a.ncols(), row.beta, row.tau);
+        self.dense_row(row.i, dense, |v| v);
+        self.dense_row(row.i, out, |v| v as f64);
         for &(kk, v) in row.a {
             let s = tau * v as f64;
             let c = &gram.c[kk as usize * k..(kk as usize + 1) * k];
@@ -397,17 +395,18 @@ mod tests {
                 }
             });
             let d = Multiplier::from_dense(&d);
+            let a = Dictionary::from_dense(a.view());
             let inputs = Inputs {
                 p: &p,
-                a: a.as_slice().unwrap(),
-                k,
+                a: &a,
                 delta: (case % 2 == 1).then_some(&d),
                 x: &x,
                 xr: &xr,
             };
             let live = inputs.live();
             let gram = Gram::new(&x, k);
-            let (mut ax, mut gt, mut out) = (Acc::new(n), Acc::new(n), vec![0.0; k]);
+            let (mut ax, mut gt) = (Acc::new(n), Acc::new(n));
+            let (mut out, mut scratch) = (vec![0.0; k], vec![0.0f32; k]);
             for c in 0..live.rows.len() {
                 let row = Row {
                     i: live.rows[c],
@@ -422,7 +421,7 @@ mod tests {
                     continue;
                 }
                 gram_rows += 1;
-                inputs.gram_row(&row, &gram, &mut gt, &mut out, &mut g);
+                inputs.gram_row(&row, &gram, (&mut gt, &mut out, &mut scratch), &mut g);
                 for (u, v) in dense(&e, k).iter().zip(dense(&g, k)) {
                     assert!(
                         (u - v).abs() <= 1e-12,

@@ -17,8 +17,9 @@
 //! not from this image) does not depend on the version a store holds.
 
 use ndarray::Array2;
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+
+use super::Dictionary;
 
 /// First byte of the compressed image.
 const COMPRESSED: u8 = 2;
@@ -39,62 +40,39 @@ struct Compressed {
     values: Vec<f32>,
 }
 
-/// The compressed image of `a`. Every entry whose bit pattern is not `+0.0` is stored, so
-/// [`decode`] returns `a` bit for bit (including a `-0.0` or a non-finite value, which the
-/// model's own checks reject elsewhere).
-/// Rows per block of the parallel scan.
-const ENCODE_BLOCK: usize = 1024;
-
-pub fn encode(a: &Array2<f32>) -> Vec<u8> {
+/// The compressed image of `a`: O(m + non-zeros). Every stored entry (every entry whose bit
+/// pattern is not `+0.0`) is written, so [`decode`] returns `a` bit for bit (including a
+/// `-0.0` or a non-finite value, which the model's own checks reject elsewhere).
+pub fn encode(a: &Dictionary) -> Vec<u8> {
     let (m, k) = a.dim();
     let mut img = Compressed {
         version: COMPRESSED,
         rows: m as u64,
         cols: k as u64,
         row_len: Vec::with_capacity(m),
-        gaps: Vec::new(),
-        values: Vec::new(),
+        gaps: Vec::with_capacity(a.nnz()),
+        values: Vec::with_capacity(a.nnz()),
     };
-    // Blocks of rows are scanned in parallel and joined in row order: the same image.
-    let a = a.as_standard_layout();
-    let parts: Vec<(Vec<u32>, Vec<u32>, Vec<f32>)> = a
-        .as_slice()
-        .expect("standard layout")
-        .par_chunks(k.max(1) * ENCODE_BLOCK)
-        .map(|block| {
-            let (mut lens, mut gaps, mut values) = (Vec::new(), Vec::new(), Vec::new());
-            for row in block.chunks(k.max(1)) {
-                let mut prev: Option<usize> = None;
-                let mut len = 0u32;
-                for (j, &v) in row.iter().enumerate() {
-                    if v.to_bits() != 0 {
-                        gaps.push(prev.map_or(j, |p| j - p) as u32);
-                        values.push(v);
-                        prev = Some(j);
-                        len += 1;
-                    }
-                }
-                lens.push(len);
-            }
-            (lens, gaps, values)
-        })
-        .collect();
-    for (lens, gaps, values) in parts {
-        img.row_len.extend(lens);
-        img.gaps.extend(gaps);
-        img.values.extend(values);
-    }
-    if k == 0 {
-        img.row_len.resize(m, 0);
+    for i in 0..m {
+        let row = a.row(i);
+        let mut prev: Option<u32> = None;
+        for &(j, v) in row {
+            img.gaps.push(prev.map_or(j, |p| j - p));
+            img.values.push(v);
+            prev = Some(j);
+        }
+        img.row_len.push(row.len() as u32);
     }
     postcard::to_stdvec(&img).expect("a dictionary image serialises")
 }
 
 /// The dictionary of an image written by [`encode`] or by the dense encoding. Errors say what
 /// is inconsistent (shape, counts, an atom index out of range or out of order).
-pub fn decode(bytes: &[u8]) -> Result<Array2<f32>, String> {
+pub fn decode(bytes: &[u8]) -> Result<Dictionary, String> {
     match bytes.first() {
-        Some(&DENSE) => postcard::from_bytes(bytes).map_err(|e| e.to_string()),
+        Some(&DENSE) => postcard::from_bytes::<Array2<f32>>(bytes)
+            .map(|a| Dictionary::from_dense(a.view()))
+            .map_err(|e| e.to_string()),
         Some(&COMPRESSED) => {
             let img: Compressed = postcard::from_bytes(bytes).map_err(|e| e.to_string())?;
             from_compressed(img)
@@ -104,7 +82,7 @@ pub fn decode(bytes: &[u8]) -> Result<Array2<f32>, String> {
     }
 }
 
-fn from_compressed(img: Compressed) -> Result<Array2<f32>, String> {
+fn from_compressed(img: Compressed) -> Result<Dictionary, String> {
     let (m, k) = (img.rows as usize, img.cols as usize);
     if img.row_len.len() != m {
         return Err(format!("{} row counts for {m} rows", img.row_len.len()));
@@ -117,14 +95,14 @@ fn from_compressed(img: Compressed) -> Result<Array2<f32>, String> {
             img.values.len()
         ));
     }
-    let cells = m
-        .checked_mul(k)
-        .filter(|&c| c <= isize::MAX as usize / 4)
-        .ok_or_else(|| format!("shape {m} × {k} is too large"))?;
-    let mut out = vec![0.0f32; cells];
+    if k > u32::MAX as usize {
+        return Err(format!("{k} atoms is too many"));
+    }
+    let mut out = Dictionary::zeros(0, k);
     let mut at = 0usize;
     for (i, &len) in img.row_len.iter().enumerate() {
         let mut col: Option<usize> = None;
+        let mut row = Vec::with_capacity(len as usize);
         for _ in 0..len {
             let gap = img.gaps[at] as usize;
             let j = match col {
@@ -135,12 +113,13 @@ fn from_compressed(img: Compressed) -> Result<Array2<f32>, String> {
             if j >= k {
                 return Err(format!("row {i}: atom {j} of {k}"));
             }
-            out[i * k + j] = img.values[at];
+            row.push((j as u32, img.values[at]));
             col = Some(j);
             at += 1;
         }
+        out.push_row(row);
     }
-    Array2::from_shape_vec((m, k), out).map_err(|e| e.to_string())
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -166,12 +145,12 @@ mod tests {
         let a = sample();
         let dense = postcard::to_stdvec(&a).unwrap();
         assert_eq!(dense[0], DENSE, "ndarray's image starts with its version");
-        for img in [encode(&a), dense] {
+        for img in [encode(&Dictionary::from_dense(a.view())), dense] {
             let back = decode(&img).unwrap();
             assert_eq!(back.dim(), a.dim());
-            assert_eq!(bits(&back), bits(&a));
+            assert_eq!(bits(&back.to_dense()), bits(&a));
         }
-        let empty = Array2::<f32>::zeros((0, 3));
+        let empty = Dictionary::zeros(0, 3);
         assert_eq!(decode(&encode(&empty)).unwrap().dim(), (0, 3));
     }
 
@@ -181,10 +160,10 @@ mod tests {
         for i in (0..20_000).step_by(100) {
             a[[i, i % 200]] = 0.01;
         }
-        let img = encode(&a);
+        let img = encode(&Dictionary::from_dense(a.view()));
         // 200 entries of one gap byte and four value bytes, one byte per row, a small header
         assert!(img.len() < 20_000 + 200 * 7 + 16, "{} bytes", img.len());
-        assert_eq!(decode(&img).unwrap(), a);
+        assert_eq!(decode(&img).unwrap().to_dense(), a);
     }
 
     #[test]
@@ -203,7 +182,7 @@ mod tests {
             postcard::to_stdvec(&c).unwrap()
         };
         let ok = decode(&enc(&|_| {})).unwrap();
-        assert_eq!((ok[[0, 0]], ok[[0, 2]]), (0.5, 0.25));
+        assert_eq!((ok.get(0, 0), ok.get(0, 2)), (0.5, 0.25));
         type Case<'a> = (&'a dyn Fn(&mut Compressed), &'a str);
         let cases: [Case; 4] = [
             (&|c| c.gaps[1] = 3, "atom 3 of 3"),
@@ -217,7 +196,7 @@ mod tests {
         }
         assert!(decode(&[9, 0]).unwrap_err().contains("version 9"));
         assert!(decode(&[]).is_err());
-        let mut cut = encode(&sample());
+        let mut cut = encode(&Dictionary::from_dense(sample().view()));
         cut.truncate(cut.len() - 3);
         assert!(decode(&cut).is_err(), "a truncated image");
     }

@@ -1,11 +1,12 @@
 //! The dictionary Â ∈ 𝒜 = {A ≥ 0, ‖A_j‖₁ ≤ 1 for every column j}: projection onto 𝒜, the
 //! online OIADMM update (Algorithm 2), the batch A-step (Algorithm 6) and the bootstrap.
 //!
-//! Layout: a dictionary is an `ndarray` `m × k` matrix in standard (row-major) layout, one row
-//! per vocabulary term, one column per atom, stored as `f32`. Row-major makes the two hot
-//! operations cheap: gathering a document's rows for coding, and appending/evicting term rows
-//! when the vocabulary changes. All updates are computed in `f64` row by row (rows are
-//! independent, so rayon parallelism over rows is deterministic) and rounded to `f32` once.
+//! Layout: the model's Â is a [`Dictionary`], held by rows (one per vocabulary term, its
+//! stored entries by atom, `f32`): O(m + non-zeros) for every whole-matrix step (see
+//! `rows.rs`). The batch algorithms (bootstrap, A-step, projection of a dense matrix) work on
+//! `ndarray` `m × k` matrices in standard (row-major) layout. All updates are computed in
+//! `f64` row by row (rows are independent, so rayon parallelism over rows is deterministic)
+//! and rounded to `f32` once.
 
 mod bootstrap;
 mod gradient;
@@ -14,13 +15,15 @@ mod multiplier;
 mod oiadmm;
 mod project;
 mod refresh;
+mod rows;
 mod shard;
 
 pub use bootstrap::{a_step, bootstrap, init_atoms, AtomInit, BootstrapParams};
 pub use multiplier::Multiplier;
-pub use oiadmm::{oiadmm_step, oiadmm_step_owned, OiadmmParams};
+pub use oiadmm::{oiadmm_step, OiadmmParams};
 pub use project::{project_columns, project_nonneg_l1_ball, project_sparse_rows, SparseRows};
 pub use refresh::{refresh_atoms, RefreshParams};
+pub use rows::Dictionary;
 pub use shard::{by_position, per_shard, shard_docs, shard_of, ShardGap, LOGICAL_SHARDS};
 
 use std::mem::MaybeUninit;
@@ -80,16 +83,6 @@ pub fn remap_rows(a: &Array2<f32>, remap: &Remap) -> Array2<f32> {
     }
     // SAFETY: every row was written above (or there are no entries)
     unsafe { out.assume_init() }
-}
-
-/// True when every entry of `a` is finite (checked in parallel by blocks of rows).
-pub fn all_finite(a: &Array2<f32>) -> bool {
-    match a.as_slice() {
-        Some(s) => s
-            .par_chunks(1 << 16)
-            .all(|c| c.iter().all(|v| v.is_finite())),
-        None => a.iter().all(|v| v.is_finite()),
-    }
 }
 
 /// Resize Δ to `n` columns: keep the first min(n_prev, n) columns, zero-pad the rest (SPEC §4.3).

@@ -1,11 +1,10 @@
-use ndarray::Array2;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sprs::CsMat;
 
 use super::gradient::{nonzeros, row_times_codes, Acc, Inputs, Live};
 use super::project::{project_sparse_rows, SparseRows};
-use super::Multiplier;
+use super::{Dictionary, Multiplier};
 use crate::linalg::{psi_max_codes, soft};
 use crate::model::OiadmmStats;
 
@@ -33,25 +32,15 @@ impl OiadmmParams {
     }
 }
 
-/// Write the projected live rows into Â (row-major m × k; rows outside `live` are untouched)
-/// and return (‖Â_{t+1} − Â_t‖², ‖Â_t‖²) over those rows, the new values rounded to f32 first.
-/// Rows are written in parallel; each row's sums run over the union of its old and new
-/// non-zeros by atom (the terms left out are exact zeros) and the rows' sums are added in row
-/// order, so the figures equal the dense ones bit for bit.
-fn write_rows(a: &mut Array2<f32>, live: &Live, rows: &SparseRows) -> (f64, f64) {
-    let k = a.ncols();
-    let mut pos = vec![u32::MAX; a.nrows()];
-    for (c, &i) in live.rows.iter().enumerate() {
-        pos[i] = c as u32;
-    }
-    let parts: Vec<(f64, f64)> = a
-        .as_slice_mut()
-        .expect("standard layout")
-        .par_chunks_mut(k)
-        .enumerate()
-        .filter(|(i, _)| pos[*i] != u32::MAX)
-        .map(|(i, out)| {
-            let c = pos[i] as usize;
+/// Â_{t+1}: the projected live rows (every other row is 0 before and after, see
+/// [`Inputs::live`]), rounded to f32, and (‖Â_{t+1} − Â_t‖², ‖Â_t‖²) over those rows, the new
+/// values rounded to f32 first. Each row's sums run over the union of its old and new
+/// non-zeros by atom (the terms left out are exact zeros) and are computed in parallel, then
+/// added in row order, so the figures equal the dense ones bit for bit.
+fn write_rows(m: usize, k: usize, live: &Live, rows: &SparseRows) -> (Dictionary, f64, f64) {
+    let parts: Vec<(f64, f64)> = (0..live.rows.len())
+        .into_par_iter()
+        .map(|c| {
             let (old, new) = (live.a_row(c), rows.row(c));
             let (mut diff, mut norm) = (0.0f64, 0.0f64);
             let (mut o, mut n) = (old.iter().peekable(), new.iter().peekable());
@@ -68,16 +57,14 @@ fn write_rows(a: &mut Array2<f32>, live: &Live, rows: &SparseRows) -> (f64, f64)
                 diff += (nv as f64 - ov as f64).powi(2);
                 norm += (ov as f64).powi(2);
             }
-            out.fill(0.0);
-            for &(j, v) in new {
-                out[j as usize] = v as f32;
-            }
             (diff, norm)
         })
         .collect();
-    parts
+    let (diff, norm) = parts
         .iter()
-        .fold((0.0, 0.0), |(d, n), &(di, ni)| (d + di, n + ni))
+        .fold((0.0, 0.0), |(d, n), &(di, ni)| (d + di, n + ni));
+    let a = Dictionary::from_rows(m, k, &live.rows, |c| rows.row(c).to_vec(), |v| v as f32);
+    (a, diff, norm)
 }
 
 /// ‖Â_t‖² over the live rows, added in row order.
@@ -100,33 +87,20 @@ fn live_norm(live: &Live) -> f64 {
 /// m × n (already resized to this batch), or `None` for Δ_t = 0 — then Δ_{t+1} is not
 /// computed; `x` is X̂_t, k × n CSC.
 ///
-/// Cost: one scan of Â_t for its live rows (O(m·k)), the Gram matrix X̂X̂ᵀ (O(Σ_j nnz(x_j)²)
-/// time, k² f64; only for k ≤ 1024), then per live row i
+/// Cost: one pass over Â_t's rows for its live rows (O(m + non-zeros)), the Gram matrix X̂X̂ᵀ
+/// (O(Σ_j nnz(x_j)²) time, k² f64; only for k ≤ 1024), then per live row i
 /// O(nnz(Â_i)·k + (nnz(P_i) + nnz(Δ_i))·nnz(code)) through the Gram matrix, or
 /// O(nnz((ÂX̂)_i)·nnz(code)) for the few rows whose W can clip off the batch's terms; the
-/// projection and write-back are O(non-zeros). Guarantees: Â_{t+1} ∈ 𝒜, all values finite;
-/// the result equals the dense transcription of Algorithm 2 up to rounding (tested to 1e-5),
-/// and is a deterministic function of the inputs (any number of threads, bit for bit).
+/// projection and the new Â are O(m + non-zeros). Guarantees: Â_{t+1} ∈ 𝒜, all values
+/// finite; the result equals the dense transcription of Algorithm 2 up to rounding (tested to
+/// 1e-5), and is a deterministic function of the inputs (any number of threads, bit for bit).
 pub fn oiadmm_step(
     p: &CsMat<f64>,
-    a: &Array2<f32>,
+    a: &Dictionary,
     delta: Option<&mut Multiplier>,
     x: &CsMat<f64>,
     params: &OiadmmParams,
-) -> (Array2<f32>, OiadmmStats) {
-    oiadmm_step_owned(p, a.clone(), delta, x, params)
-}
-
-/// [`oiadmm_step`] on an owned Â_t, updated in place: without Δ no second m × k matrix is
-/// allocated; Â_t is scanned once for its live rows, and only those are written. Same result,
-/// bit for bit.
-pub fn oiadmm_step_owned(
-    p: &CsMat<f64>,
-    mut a: Array2<f32>,
-    delta: Option<&mut Multiplier>,
-    x: &CsMat<f64>,
-    params: &OiadmmParams,
-) -> (Array2<f32>, OiadmmStats) {
+) -> (Dictionary, OiadmmStats) {
     let (m, k) = a.dim();
     let n = p.cols();
     assert_eq!(p.rows(), m, "P rows");
@@ -136,9 +110,6 @@ pub fn oiadmm_step_owned(
     assert_eq!(x.rows(), k, "X rows");
     assert_eq!(x.cols(), n, "X cols");
     assert!(p.is_csr() && x.is_csc());
-    if !a.is_standard_layout() {
-        a = a.as_standard_layout().into_owned();
-    }
     let psi = psi_max_codes(x);
     let tau = if psi > 0.0 {
         params.tau_scale / (2.0 * psi)
@@ -146,13 +117,10 @@ pub fn oiadmm_step_owned(
         0.0
     };
     let xr = x.to_csr();
-    // Δ_{t+1} needs Â_t and Â_{t+1} side by side
-    let a_old = delta.as_ref().map(|_| a.clone());
     let (live, rows) = {
         let inputs = Inputs {
             p,
-            a: a.as_slice().expect("standard layout"),
-            k,
+            a,
             delta: delta.as_deref(),
             x,
             xr: &xr,
@@ -168,35 +136,29 @@ pub fn oiadmm_step_owned(
         }
         (live, rows)
     };
-    // Write the live rows back (every other row is 0 before and after) and measure the change.
-    let (diff, norm) = if rows.is_empty() {
-        (0.0, live_norm(&live))
+    // The new Â (every row outside `live` is 0 before and after) and its change.
+    let (a_out, diff, norm) = if rows.is_empty() {
+        (a.clone(), 0.0, live_norm(&live))
     } else {
-        write_rows(&mut a, &live, &rows)
+        write_rows(m, k, &live, &rows)
     };
     let relative_change = if norm > 0.0 {
         (diff / norm).sqrt()
     } else {
         0.0
     };
-    let a_out = a;
     let beta = params.beta;
-    let a_sl: &[f32] = match &a_old {
-        Some(old) => old.as_slice().expect("standard layout"),
-        None => &[],
-    };
 
     // Pass 2: Δ_{t+1} = Δ_t + β (P − Â_{t+1} X̂ − Γ), Γ = soft(P − Â_t X̂ + Δ_t/β, 1/β).
     // Where P_ij = 0 and (ÂX̂)_ij = 0 before and after, this is Δ_ij ← clip(Δ_ij, −1, 1), so
     // zeros stay zero and only the candidate positions are visited.
     let mut delta_nnz = 0;
     if let Some(d) = delta {
-        let a_out_sl = a_out.as_slice().unwrap();
         d.rows_mut().par_iter_mut().enumerate().for_each_init(
             || (Acc::new(n), Acc::new(n), Acc::new(n), Acc::new(n)),
             |(ax_old, ax_new, pv, cand), (i, row)| {
-                row_times_codes(nonzeros(&a_sl[i * k..(i + 1) * k]), &xr, ax_old);
-                row_times_codes(nonzeros(&a_out_sl[i * k..(i + 1) * k]), &xr, ax_new);
+                row_times_codes(nonzeros(a.row(i)), &xr, ax_old);
+                row_times_codes(nonzeros(a_out.row(i)), &xr, ax_new);
                 for (j, &v) in p.outer_view(i).unwrap().iter() {
                     pv.add(j as u32, v);
                 }

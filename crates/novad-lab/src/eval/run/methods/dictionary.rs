@@ -19,7 +19,7 @@ use super::{Methods, StepScores};
 use crate::baselines::l1batch::{mean, L1Batch, LearnStats};
 use crate::baselines::l2batch::L2Batch;
 use novad_models::l1::coding::{code_batch, CodingDict};
-use novad_models::l1::dictionary::bootstrap;
+use novad_models::l1::dictionary::{bootstrap, Dictionary};
 use novad_models::model::Code;
 use novad_models::text::SparseDoc;
 use novad_models::Params;
@@ -80,7 +80,7 @@ impl Methods {
             r.sre = Some(mean(codes.iter().map(|c| c.score)));
             r.sre_docs = Some(codes.len());
             boot = Some(BootDictionary {
-                dict: next.dictionary().clone(),
+                dict: next.dictionary().to_dense(),
                 codes,
                 seconds: s,
             });
@@ -243,7 +243,7 @@ fn l1_bootstrap(b: &StepBatch, params: &Params) -> BootDictionary {
         &params.bootstrap,
         params.seed,
     );
-    let cd = CodingDict::new(dict.view(), params.coding.step);
+    let cd = CodingDict::from_dense(dict.view(), params.coding.step);
     let codes = code_batch(&cd, &b.batch_ne, &params.coding);
     let seconds = secs(t0);
     BootDictionary {
@@ -289,10 +289,10 @@ fn subsample(n: usize, cap: usize, seed: u64) -> Vec<usize> {
 }
 
 /// Mean ℓ1 score l(p, A) over `docs[idx]`.
-fn sre(dict: &Array2<f32>, docs: &[SparseDoc], idx: &[usize], params: &Params) -> f64 {
+fn sre(dict: &Dictionary, docs: &[SparseDoc], idx: &[usize], params: &Params) -> f64 {
     let mut coding = params.coding.clone();
     coding.residual_terms = 0;
-    let cd = CodingDict::new(dict.view(), coding.step);
+    let cd = CodingDict::new(dict, coding.step);
     let pick: Vec<SparseDoc> = idx.iter().map(|&i| docs[i].clone()).collect();
     mean(code_batch(&cd, &pick, &coding).iter().map(|c| c.score))
 }
