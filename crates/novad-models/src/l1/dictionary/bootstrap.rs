@@ -94,15 +94,16 @@ pub fn init_atoms(
     a64.mapv(|v| v as f32)
 }
 
-/// A centroid cut to its `top` largest positive entries (ties by index) and scaled to unit ℓ1
-/// norm, as (term, weight) pairs; empty for a centroid with no positive entry.
-pub(crate) fn top_terms_unit_l1(cent: &[f64], top: usize) -> Vec<(usize, f64)> {
-    let mut idx: Vec<usize> = (0..cent.len()).filter(|&i| cent[i] > 0.0).collect();
-    idx.sort_by(|&x, &y| cent[y].total_cmp(&cent[x]).then(x.cmp(&y)));
-    idx.truncate(top);
-    let s: f64 = idx.iter().map(|&i| cent[i]).sum();
+/// A centroid, given by its (term, value) entries with distinct terms, cut to its `top`
+/// largest positive entries (ties by term) and scaled to unit ℓ1 norm, as (term, weight)
+/// pairs; empty for a centroid with no positive entry.
+pub(crate) fn top_terms_unit_l1(cent: &[(usize, f64)], top: usize) -> Vec<(usize, f64)> {
+    let mut top_set: Vec<(usize, f64)> = cent.iter().copied().filter(|e| e.1 > 0.0).collect();
+    top_set.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+    top_set.truncate(top);
+    let s: f64 = top_set.iter().map(|e| e.1).sum();
     if s > 0.0 {
-        idx.into_iter().map(|i| (i, cent[i] / s)).collect()
+        top_set.into_iter().map(|(i, v)| (i, v / s)).collect()
     } else {
         Vec::new()
     }
@@ -166,14 +167,15 @@ fn farthest_first(
 }
 
 /// Spherical k-means over the candidate documents (ℓ2-normalised), starting from `seeds`.
-/// Returns one dense centroid (length m, ℓ2-normalised, non-negative) per seed.
+/// Returns one centroid (ℓ2-normalised, non-negative) per seed, as (term, value) pairs over
+/// the terms of the candidates and seeds, terms ascending (every other entry is 0).
 pub(crate) fn spherical_kmeans(
     docs: &[SparseDoc],
     cand: &[usize],
     seeds: &[usize],
     m: usize,
     iterations: u32,
-) -> Vec<Vec<f64>> {
+) -> Vec<Vec<(usize, f64)>> {
     let unit = |d: &SparseDoc| -> Vec<(u32, f64)> {
         let n = d.vals.iter().map(|v| v * v).sum::<f64>().sqrt();
         d.ids
@@ -184,8 +186,7 @@ pub(crate) fn spherical_kmeans(
     };
     // Every centroid lives on the terms of the candidates and seeds: the iterations run over
     // those terms only (ascending, so every sum visits its non-zeros in the same order as over
-    // all m terms, and the result is the same bit for bit), and the centroids are spread to m
-    // terms at the end.
+    // all m terms, and the result is the same bit for bit).
     let mut terms: Vec<u32> = cand
         .iter()
         .chain(seeds)
@@ -199,7 +200,6 @@ pub(crate) fn spherical_kmeans(
             .filter_map(|(i, x)| terms.binary_search(&i).ok().map(|l| (l as u32, x)))
             .collect()
     };
-    let full_m = m;
     let m = terms.len();
     let vecs: Vec<Vec<(u32, f64)>> = cand.iter().map(|&j| local(unit(&docs[j]))).collect();
     let k = seeds.len();
@@ -213,9 +213,10 @@ pub(crate) fn spherical_kmeans(
             c
         })
         .collect();
+    // term-major copy for cache-friendly dot products, rewritten every iteration
+    let mut tm = vec![0.0f64; m * k];
     for _ in 0..iterations {
-        // term-major copy for cache-friendly dot products
-        let mut tm = vec![0.0f64; m * k];
+        tm.fill(0.0);
         for (c, cent) in cents.iter().enumerate() {
             for (i, &v) in cent.iter().enumerate() {
                 if v != 0.0 {
@@ -259,13 +260,7 @@ pub(crate) fn spherical_kmeans(
     }
     cents
         .into_iter()
-        .map(|c| {
-            let mut full = vec![0.0; full_m];
-            for (&t, &v) in terms.iter().zip(&c) {
-                full[t as usize] = v;
-            }
-            full
-        })
+        .map(|c| terms.iter().map(|&t| t as usize).zip(c).collect())
         .collect()
 }
 

@@ -238,6 +238,11 @@ impl Dictionary {
             }
             let new = &w[start..at];
             let old = self.row(i).iter().filter(|e| !gone[e.0 as usize]).copied();
+            if new.is_empty() {
+                out.entries.extend(old);
+                out.ptr.push(out.entries.len());
+                continue;
+            }
             let mut merged: Vec<(u32, f32)> = old
                 .filter(|e| new.binary_search_by_key(&e.0, |x| x.1).is_err())
                 .chain(new.iter().map(|&(_, j, n)| (j, writes[n].2)))
