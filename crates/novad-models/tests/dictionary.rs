@@ -241,6 +241,32 @@ fn oiadmm_lowers_reconstruction_error_on_a_planted_stream_and_stays_in_the_set()
     );
 }
 
+/// A row the step cannot change (no entry other than ±0, no term of the batch, no multiplier)
+/// keeps its bits, −0.0 included, as it would in a dense Â; the rest of Â does change.
+#[test]
+fn rows_the_step_cannot_change_keep_their_bits() {
+    let mut r = rng(9);
+    let mut a = random_dict(&mut r, 30, 4, 0.3);
+    a.row_mut(29).fill(-0.0);
+    let docs: Vec<_> = (0..6).map(|_| random_doc(&mut r, 29, 5)).collect();
+    let codes: Vec<_> = (0..docs.len())
+        .map(|j| novad_models::model::Code {
+            atoms: vec![(j % 4) as u32],
+            weights: vec![0.5 + j as f64 / 10.0],
+            score: 1.0,
+            ceiling: 1.0,
+            iterations: 1,
+            active_atoms: 1,
+            residual: vec![],
+        })
+        .collect();
+    let (p, x) = (docs_to_csr(&docs, 30), codes_to_csc(&codes, 4));
+    let (a2, st) = step_rows(&p, &a, None, &x, &OiadmmParams::paper());
+    assert!(st.tau > 0.0 && st.relative_change > 0.0, "{st:?}");
+    let minus_zero = (-0.0f32).to_bits();
+    assert!(a2.row(29).iter().all(|v| v.to_bits() == minus_zero));
+}
+
 #[test]
 fn oiadmm_with_zero_codes_keeps_the_dictionary() {
     let mut r = rng(8);

@@ -71,8 +71,8 @@ pub fn encode(a: &Dictionary) -> Vec<u8> {
 pub fn decode(bytes: &[u8]) -> Result<Dictionary, String> {
     match bytes.first() {
         Some(&DENSE) => postcard::from_bytes::<Array2<f32>>(bytes)
-            .map(|a| Dictionary::from_dense(a.view()))
-            .map_err(|e| e.to_string()),
+            .map_err(|e| e.to_string())
+            .and_then(|a| Dictionary::try_from_dense(a.view())),
         Some(&COMPRESSED) => {
             let img: Compressed = postcard::from_bytes(bytes).map_err(|e| e.to_string())?;
             from_compressed(img)
@@ -195,6 +195,10 @@ mod tests {
             assert!(err.contains(want), "{err} should say {want}");
         }
         assert!(decode(&[9, 0]).unwrap_err().contains("version 9"));
+        // a dense image of 2⁴⁰ rows and no atoms is a few bytes: refused, not allocated
+        let huge =
+            postcard::to_stdvec(&(DENSE, [1usize << 40, 0usize], Vec::<f32>::new())).unwrap();
+        assert!(decode(&huge).unwrap_err().contains("no atoms"));
         assert!(decode(&[]).is_err());
         let mut cut = encode(&Dictionary::from_dense(sample().view()));
         cut.truncate(cut.len() - 3);

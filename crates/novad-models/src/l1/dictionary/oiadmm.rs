@@ -32,12 +32,12 @@ impl OiadmmParams {
     }
 }
 
-/// Â_{t+1}: the projected live rows (every other row is 0 before and after, see
-/// [`Inputs::live`]), rounded to f32, and (‖Â_{t+1} − Â_t‖², ‖Â_t‖²) over those rows, the new
-/// values rounded to f32 first. Each row's sums run over the union of its old and new
+/// Â_{t+1}: `a` with its live rows replaced by their projected rows rounded to f32 (every
+/// other row holds only ±0, kept as it is, see [`Inputs::live`]), and (‖Â_{t+1} − Â_t‖²,
+/// ‖Â_t‖²) over the live rows, the new values rounded to f32 first. Each row's sums run over the union of its old and new
 /// non-zeros by atom (the terms left out are exact zeros) and are computed in parallel, then
 /// added in row order, so the figures equal the dense ones bit for bit.
-fn write_rows(m: usize, k: usize, live: &Live, rows: &SparseRows) -> (Dictionary, f64, f64) {
+fn write_rows(a: &Dictionary, live: &Live, rows: &SparseRows) -> (Dictionary, f64, f64) {
     let parts: Vec<(f64, f64)> = (0..live.rows.len())
         .into_par_iter()
         .map(|c| {
@@ -63,8 +63,8 @@ fn write_rows(m: usize, k: usize, live: &Live, rows: &SparseRows) -> (Dictionary
     let (diff, norm) = parts
         .iter()
         .fold((0.0, 0.0), |(d, n), &(di, ni)| (d + di, n + ni));
-    let a = Dictionary::from_rows(m, k, &live.rows, |c| rows.row(c).to_vec(), |v| v as f32);
-    (a, diff, norm)
+    let next = a.with_rows(&live.rows, |c| rows.row(c).to_vec(), |v| v as f32);
+    (next, diff, norm)
 }
 
 /// ‖Â_t‖² over the live rows, added in row order.
@@ -136,11 +136,11 @@ pub fn oiadmm_step(
         }
         (live, rows)
     };
-    // The new Â (every row outside `live` is 0 before and after) and its change.
+    // The new Â (every row outside `live` holds only ±0, kept as it is) and its change.
     let (a_out, diff, norm) = if rows.is_empty() {
         (a.clone(), 0.0, live_norm(&live))
     } else {
-        write_rows(m, k, &live, &rows)
+        write_rows(a, &live, &rows)
     };
     let relative_change = if norm > 0.0 {
         (diff / norm).sqrt()

@@ -6,7 +6,8 @@
 //! the refresh of atoms, the stored image — costs O(m + non-zeros) instead of O(m·k).
 //!
 //! An entry is stored when its bit pattern is not `+0.0` (so `-0.0` and non-finite values
-//! survive a round trip, as they would in a dense matrix, and the checks can reject them).
+//! survive a round trip, as they would in a dense matrix; the checks reject non-finite and
+//! negative values).
 //! [`Dictionary::to_dense`] and [`Dictionary::from_dense`] convert losslessly, bit for bit, and
 //! the serde form is the dense matrix's (`ndarray`'s: version, shape, every entry row by row),
 //! so the model digest does not depend on the layout.
@@ -24,7 +25,7 @@ const DENSE_FORMAT: u8 = 1;
 ///
 /// Invariants: `ptr.len() == m + 1`, `ptr` non-decreasing from 0 to `entries.len()`; within a
 /// row atoms are strictly ascending and `< k`; no stored value has the bits of `+0.0`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Dictionary {
     k: usize,
     ptr: Vec<usize>,
@@ -61,6 +62,16 @@ impl Dictionary {
             out.ptr.push(out.entries.len());
         }
         out
+    }
+
+    /// [`Self::from_dense`] for a matrix read from outside: a shape with rows but no atoms is
+    /// refused (its image holds no entries, so its row count is not bounded by the image's
+    /// size, and no model has k = 0).
+    pub fn try_from_dense(a: ArrayView2<'_, f32>) -> Result<Dictionary, String> {
+        match a.dim() {
+            (m, 0) if m > 0 => Err(format!("{m} rows but no atoms")),
+            _ => Ok(Dictionary::from_dense(a)),
+        }
     }
 
     /// The dense m × k matrix (row-major), bit for bit.
@@ -184,32 +195,32 @@ impl Dictionary {
         out
     }
 
-    /// Rebuild with row `rows[c]` set to `values[c]` and every other row zero (`rows`
-    /// ascending, `< m`). O(m + non-zeros).
-    pub(crate) fn from_rows<T: Copy>(
-        m: usize,
-        k: usize,
+    /// A copy of `self` with row `rows[c]` replaced by `values(c)` (`rows` strictly ascending,
+    /// `< m`); every other row is kept as it is. O(m + non-zeros).
+    pub(crate) fn with_rows<T: Copy>(
+        &self,
         rows: &[usize],
         values: impl Fn(usize) -> Vec<(u32, T)>,
         to_f32: impl Fn(T) -> f32,
     ) -> Dictionary {
-        let mut out = Dictionary::builder(k, m);
+        debug_assert!(rows.windows(2).all(|w| w[0] < w[1]));
+        let mut out = Dictionary::builder(self.k, self.nrows());
         let mut next = rows.iter().enumerate().peekable();
-        for i in 0..m {
+        for i in 0..self.nrows() {
             match next.peek() {
                 Some(&(c, &r)) if r == i => {
                     out.push_row(values(c).into_iter().map(|(j, v)| (j, to_f32(v))));
                     next.next();
                 }
-                _ => out.ptr.push(out.entries.len()),
+                _ => out.push_row(self.row(i).iter().copied()),
             }
         }
         out
     }
 
     /// Set the atoms `cleared` to zero, then write `writes` (row, atom, value), later writes to
-    /// the same entry winning — as the same assignments to a dense matrix would.
-    /// O(m + non-zeros + writes · log writes).
+    /// the same entry winning — as the same assignments to a dense matrix would. Writes with a
+    /// row ≥ m are ignored; atoms must be `< k`. O(m + non-zeros + writes · log writes).
     pub fn rewrite_columns(&mut self, cleared: &[usize], writes: &[(usize, u32, f32)]) {
         let mut gone = vec![false; self.k];
         for &j in cleared {
@@ -326,7 +337,7 @@ impl Serialize for Dictionary {
 impl<'de> Deserialize<'de> for Dictionary {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let a = Array2::<f32>::deserialize(deserializer)?;
-        Ok(Dictionary::from_dense(a.view()))
+        Dictionary::try_from_dense(a.view()).map_err(serde::de::Error::custom)
     }
 }
 
