@@ -358,6 +358,7 @@ impl Model {
         // Mass on terms never seen before this batch (known to the vocabulary, not to any past
         // timestep): optionally part of the score. The bootstrap batch has no past: 0.
         let alpha = p.unseen_weight;
+        let is_new = change.remap.new_ids();
         let unseen: Vec<f64> = vectors
             .iter()
             .map(|v| {
@@ -367,7 +368,7 @@ impl Model {
                 v.ids
                     .iter()
                     .zip(&v.vals)
-                    .filter(|(&id, _)| self.vocab.id(vocab.term(id)).is_none())
+                    .filter(|(&id, _)| is_new[id as usize])
                     .map(|(_, &x)| x)
                     .sum()
             })

@@ -101,6 +101,18 @@ impl Remap {
             Some(m) => (m[r] != EVICTED).then_some(m[r] as usize),
         }
     }
+
+    /// Per new id, whether its term is new: no old id maps to it (the term was not in the
+    /// vocabulary before the observation). O(new_len + old_len).
+    pub fn new_ids(&self) -> Vec<bool> {
+        let mut new = vec![true; self.new_len];
+        for r in 0..self.old_len {
+            if let Some(nr) = self.get(r) {
+                new[nr] = false;
+            }
+        }
+        new
+    }
 }
 
 /// What one observation did to the vocabulary.
@@ -385,6 +397,30 @@ mod tests {
             assert_eq!(v.id(v.term(id)), Some(id));
         }
         assert_eq!(v.index.len(), v.len(), "no evicted term left in the index");
+    }
+
+    /// `new_ids` marks exactly the terms the vocabulary did not hold before, with and without
+    /// eviction.
+    #[test]
+    fn new_ids_are_the_terms_not_held_before() {
+        let mut v = Vocabulary::new(10);
+        let batches = [
+            toks("a b c d"),
+            toks("c d e"),
+            toks("f g h i j k"),
+            toks("a l m n o p q"),
+        ];
+        let mut evicted = false;
+        for (t, b) in batches.iter().enumerate() {
+            let old = v.clone();
+            let (_, ch) = v.observe(std::slice::from_ref(b), t as u64);
+            evicted |= ch.evicted > 0;
+            let want: Vec<bool> = (0..v.len() as u32)
+                .map(|id| old.id(v.term(id)).is_none())
+                .collect();
+            assert_eq!(ch.remap.new_ids(), want, "batch {t}");
+        }
+        assert!(evicted, "the bound was reached");
     }
 
     #[test]
