@@ -106,10 +106,10 @@ impl Inputs<'_> {
         self.a.row(i)
     }
     /// `out` set to row `i` of Â_t as a dense row (every other entry 0).
-    fn dense_row<T: Copy + Default>(&self, i: usize, out: &mut [T], conv: impl Fn(f32) -> T) {
-        out.fill(T::default());
+    fn dense_row(&self, i: usize, out: &mut [f64]) {
+        out.fill(0.0);
         for &(j, v) in self.a_row(i) {
-            out[j as usize] = conv(v);
+            out[j as usize] = v as f64;
         }
     }
     fn d_row(&self, i: usize) -> &[(u32, f32)] {
@@ -204,7 +204,7 @@ impl Inputs<'_> {
         ent: &mut Vec<(u32, f64)>,
     ) {
         let (beta, tau) = (row.beta, row.tau);
-        self.dense_row(row.i, out, |v| v as f64);
+        self.dense_row(row.i, out);
         row_times_codes(row.a.iter().copied(), self.xr, ax);
         // gt accumulates Γ̃ + Δ/β on the candidate positions
         for &j in &ax.touched {
@@ -256,8 +256,12 @@ impl Inputs<'_> {
         ent: &mut Vec<(u32, f64)>,
     ) {
         let (k, beta, tau) = (self.a.ncols(), row.beta, row.tau);
-        self.dense_row(row.i, dense, |v| v);
-        self.dense_row(row.i, out, |v| v as f64);
+        // `dense` is +0.0 everywhere on entry and again on return: only the row's entries
+        // are written and cleared
+        for &(j, v) in self.a_row(row.i) {
+            dense[j as usize] = v;
+        }
+        self.dense_row(row.i, out);
         for &(kk, v) in row.a {
             let s = tau * v as f64;
             let c = &gram.c[kk as usize * k..(kk as usize + 1) * k];
@@ -281,6 +285,9 @@ impl Inputs<'_> {
             }
         }
         gt.clear();
+        for &(j, _) in self.a_row(row.i) {
+            dense[j as usize] = 0.0;
+        }
         keep_above(out, CANCEL, ent);
     }
 }

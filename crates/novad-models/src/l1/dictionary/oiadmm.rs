@@ -63,7 +63,7 @@ fn write_rows(a: &Dictionary, live: &Live, rows: &SparseRows) -> (Dictionary, f6
     let (diff, norm) = parts
         .iter()
         .fold((0.0, 0.0), |(d, n), &(di, ni)| (d + di, n + ni));
-    let next = a.with_rows(&live.rows, |c| rows.row(c).to_vec(), |v| v as f32);
+    let next = a.with_rows(&live.rows, |c| rows.row(c), |v| v as f32);
     (next, diff, norm)
 }
 

@@ -137,10 +137,6 @@ impl Dictionary {
         row.binary_search_by_key(&(j as u32), |e| e.0)
             .map_or(0.0, |p| row[p].1)
     }
-    /// Every stored entry, row by row.
-    pub fn entries(&self) -> impl Iterator<Item = (usize, u32, f32)> + '_ {
-        (0..self.nrows()).flat_map(move |i| self.row(i).iter().map(move |&(j, v)| (i, j, v)))
-    }
 
     /// The ℓ1 norm of every atom (column), summed in f64 in row order — the dense column sums
     /// bit for bit (the entries left out are zeros).
@@ -197,10 +193,10 @@ impl Dictionary {
 
     /// A copy of `self` with row `rows[c]` replaced by `values(c)` (`rows` strictly ascending,
     /// `< m`); every other row is kept as it is. O(m + non-zeros).
-    pub(crate) fn with_rows<T: Copy>(
+    pub(crate) fn with_rows<'r, T: Copy + 'r>(
         &self,
         rows: &[usize],
-        values: impl Fn(usize) -> Vec<(u32, T)>,
+        values: impl Fn(usize) -> &'r [(u32, T)],
         to_f32: impl Fn(T) -> f32,
     ) -> Dictionary {
         debug_assert!(rows.windows(2).all(|w| w[0] < w[1]));
@@ -209,7 +205,7 @@ impl Dictionary {
         for i in 0..self.nrows() {
             match next.peek() {
                 Some(&(c, &r)) if r == i => {
-                    out.push_row(values(c).into_iter().map(|(j, v)| (j, to_f32(v))));
+                    out.push_row(values(c).iter().map(|&(j, v)| (j, to_f32(v))));
                     next.next();
                 }
                 _ => out.push_row(self.row(i).iter().copied()),
