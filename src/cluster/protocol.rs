@@ -539,15 +539,8 @@ fn leaders_judgement(gather: &RefCell<Gather>) -> Result<Judgement, EngineError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use novad_models::memory::{DocRef, MemoryParams, TermVector};
-
-    fn next(st: &mut u64) -> u64 {
-        *st = st.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = *st;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
+    use novad_models::memory::testing::{batch, next};
+    use novad_models::memory::{MemoryParams, TermVector};
 
     /// Short vectors over 30 terms (ties between remembered documents are common).
     fn vectors(n: usize, seed: u64) -> Vec<TermVector> {
@@ -568,19 +561,7 @@ mod tests {
     fn memory() -> (DocMemory, Vec<TermVector>) {
         let mut m = DocMemory::new(MemoryParams::default()).unwrap();
         let docs = vectors(300, 1);
-        let batch: Vec<(DocRef, &TermVector)> = docs
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let r = DocRef {
-                    timestep: 0,
-                    seq: i as u32,
-                    time: i as i64,
-                };
-                (r, v)
-            })
-            .collect();
-        m.insert(&batch);
+        m.insert(&batch(&docs));
         (m, vectors(130, 2))
     }
 

@@ -16,8 +16,8 @@ mod nearest;
 mod parts;
 mod search;
 mod share;
-#[cfg(test)]
-mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;

@@ -133,7 +133,9 @@ impl MemoryPlan {
     }
 }
 
-fn splitmix(state: &mut u64) -> u64 {
+/// The next value of a splitmix64 generator with state `state` (the eviction's seeded
+/// choices; also the test data's generator).
+pub(crate) fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

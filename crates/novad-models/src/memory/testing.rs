@@ -1,20 +1,18 @@
-//! Test data shared by the memory's unit tests.
+//! Test data shared by the memory's unit tests and, with the `testing` feature, by other
+//! crates' tests.
 
+use super::search::splitmix;
 use super::{DocRef, TermVector};
 
 /// The next value of a splitmix64 generator with state `st`.
-pub(crate) fn next(st: &mut u64) -> u64 {
-    *st = st.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *st;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+pub fn next(st: &mut u64) -> u64 {
+    splitmix(st)
 }
 
 /// Random vectors over few terms with few distinct weights, often repeated verbatim, so
 /// exact ties between stored documents are common; a few heavy common terms and many
 /// rare ones so that pruning actually happens.
-pub(crate) fn tied_vectors(n: usize, seed: u64) -> Vec<TermVector> {
+pub fn tied_vectors(n: usize, seed: u64) -> Vec<TermVector> {
     let mut st = seed;
     let mut out: Vec<TermVector> = Vec::new();
     for _ in 0..n {
@@ -41,7 +39,7 @@ pub(crate) fn tied_vectors(n: usize, seed: u64) -> Vec<TermVector> {
 }
 
 /// `docs` as one batch: document i at timestep 0, position i, time i.
-pub(crate) fn batch(docs: &[TermVector]) -> Vec<(DocRef, &TermVector)> {
+pub fn batch(docs: &[TermVector]) -> Vec<(DocRef, &TermVector)> {
     docs.iter()
         .enumerate()
         .map(|(i, v)| {
