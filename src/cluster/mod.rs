@@ -8,9 +8,9 @@
 //! ([`novad_models::l1::replicate`]), the OIADMM update included. The hybrid detector's search
 //! is shared the same way: each worker finds the nearest remembered document of its shards'
 //! documents, the results are all-gathered, the leader fuses the scores and decides, and every
-//! replica takes the batch into its memory as the leader does. The step's emerging topics,
-//! which the update does not need, are found by the last worker while the others run the
-//! update. A document's code and its nearest remembered document depend only on the document
+//! replica takes the batch into its memory as the leader does. The step's emerging topics and
+//! the plan of its atom refresh, which do not need the updated Â, are worked out by the last
+//! worker while the others run the update. A document's code and its nearest remembered document depend only on the document
 //! and the replicated state, and the rest of the step is a deterministic function of all of
 //! them (rows of the update are independent and each summed in a fixed order), so the
 //! committed model, the topics and every verdict are bit-identical to a single-node run,
@@ -23,7 +23,8 @@
 //!
 //! Communication is timely-dataflow over TCP ([`net`]): one all-gather round per exchange,
 //! one timely epoch per round; a round can be begun before its result is needed, so the batch
-//! travels while the leader vectorises it and the topics while the others update. When any
+//! travels while the leader vectorises it and the topics and refresh plan while the others
+//! update. When any
 //! process dies, its peers lose their connection and stop (exit status 3); the leader's store
 //! holds the last committed timestep, from which a restarted cluster resumes. dnmf and ostc
 //! run on one node only.

@@ -8,9 +8,9 @@
 //! hybrid detector), one search round where each worker contributes the nearest documents in
 //! its share of the memory (the remembered documents of its logical shards, see
 //! [`novad_models::memory::Share`]) and one round where the leader contributes its judgement;
-//! and, when the step has topics, one round where the last worker ([`topics_finder`])
-//! contributes the topics it found while the others ran the update (begun before the update,
-//! finished after it, so that nobody waits for it). A leader whose
+//! and, when the step has topics or refreshes atoms, one round where the last worker
+//! ([`finder`]) contributes the topics and the refresh plan it worked out while the others ran
+//! the update (begun before the update, finished after it, so that nobody waits for it). A leader whose
 //! step failed sends [`Lead::Abort`], which ends the step on every replica still in it.
 
 use std::cell::RefCell;
@@ -20,10 +20,10 @@ use serde::{Deserialize, Serialize};
 
 use novad_models::engine::memory_batch;
 use novad_models::l1::dictionary::{shard_docs, shard_of, LOGICAL_SHARDS};
-use novad_models::l1::replicate::{CodingJob, MemorySearch, Replication, ShardOutput};
+use novad_models::l1::replicate::{CodingJob, Found, MemorySearch, Replication, ShardOutput};
 use novad_models::l1::Model;
 use novad_models::memory::{better_neighbour, DocMemory, Floor, Neighbour, Share};
-use novad_models::model::{EngineError, Judge, Judgement, Scored, Topic};
+use novad_models::model::{EngineError, Judge, Judgement, Scored};
 
 use super::net::Gather;
 
@@ -56,8 +56,8 @@ pub enum Lead {
     },
     /// The leader's judgement (or the judge's error).
     Judgement(Result<Judgement, String>),
-    /// The leader's part of a step's topics round: the topics when it found them.
-    Topics(Option<Vec<Topic>>),
+    /// The leader's part of a step's found round: what it worked out, when it is the finder.
+    Found(Option<Found>),
     /// The leader's step failed: replicas still in it drop it.
     Abort,
     /// The cluster stops (with the reason when it stops on an error).
@@ -82,11 +82,11 @@ pub enum Reply {
         round: u8,
         near: Vec<Option<Neighbour>>,
     },
-    /// Its part of the topics round of the step of the model at `timestep`: the topics when it
-    /// found them.
-    Topics {
+    /// Its part of the found round of the step of the model at `timestep`: what it worked
+    /// out, when it is the finder.
+    Found {
         timestep: u64,
-        topics: Option<Vec<Topic>>,
+        found: Option<Found>,
     },
 }
 
@@ -99,7 +99,7 @@ impl Lead {
             Lead::Shards(_) => "shard outputs",
             Lead::Nearest { .. } => "nearest documents",
             Lead::Judgement(_) => "judgement",
-            Lead::Topics(_) => "topics",
+            Lead::Found(_) => "topics and refresh plan",
             Lead::Abort => "abort",
             Lead::Stop(_) => "stop",
         }
@@ -162,7 +162,7 @@ pub(super) fn gather_outputs(
                     i + 1
                 )))
             }
-            Reply::Idle | Reply::Topics { .. } | Reply::Nearest { .. } => {
+            Reply::Idle | Reply::Found { .. } | Reply::Nearest { .. } => {
                 return Err(broken(format!(
                     "worker {} did not take part in the step",
                     i + 1
@@ -382,55 +382,58 @@ pub(super) fn memory_share(index: usize, peers: usize) -> Share {
     Share::of(&my_shards(index, peers), index == 0)
 }
 
-/// The worker that finds a step's topics: the last one (the leader has the most other work).
-pub(super) fn topics_finder(peers: usize) -> usize {
+/// The worker that works out a step's [`Found`] (topics, refresh plan): the last one (the
+/// leader has the most other work).
+pub(super) fn finder(peers: usize) -> usize {
     peers - 1
 }
 
-/// True when the worker of `g` finds the step's topics.
-pub(super) fn finds_topics(g: &Gather) -> bool {
-    g.index() == topics_finder(g.peers())
+/// True when the worker of `g` works out the step's [`Found`].
+pub(super) fn finds(g: &Gather) -> bool {
+    g.index() == finder(g.peers())
 }
 
-/// Finish a step's topics round on any worker: `mine` when this worker found the topics, else
-/// the finder's (checked either way, so a leader that gave up the step is noticed).
-pub(super) fn finish_topics(
+/// Finish a step's found round on any worker: `mine` when this worker is the finder, else the
+/// finder's (checked either way, so a leader that gave up the step is noticed).
+pub(super) fn finish_found(
     g: &mut Gather,
-    mine: Option<Vec<Topic>>,
+    mine: Option<Found>,
     timestep: u64,
-) -> Result<Vec<Topic>, EngineError> {
+) -> Result<Found, EngineError> {
     let round = g.finish();
-    let theirs = gathered_topics(&round, timestep)?;
+    let theirs = gathered_found(&round, timestep)?;
     Ok(mine.unwrap_or(theirs))
 }
 
-/// The topics of a completed topics round: the finder's contribution, checked to come from a
-/// replica at `timestep`.
-pub(super) fn gathered_topics(round: &[Vec<u8>], timestep: u64) -> Result<Vec<Topic>, EngineError> {
+/// The finder's contribution to a completed found round, checked to come from a replica at
+/// `timestep`.
+pub(super) fn gathered_found(round: &[Vec<u8>], timestep: u64) -> Result<Found, EngineError> {
     let (lead, replies) = decode(round)?;
-    let finder = topics_finder(replies.len() + 1);
+    let finder = finder(replies.len() + 1);
     let found = match lead {
-        Lead::Topics(t) if finder == 0 => t,
-        Lead::Topics(_) => match replies.into_iter().nth(finder - 1) {
-            Some(Reply::Topics {
-                timestep: t,
-                topics,
-            }) if t == timestep => topics,
-            Some(Reply::Topics { timestep: t, .. }) => {
+        Lead::Found(f) if finder == 0 => f,
+        Lead::Found(_) => match replies.into_iter().nth(finder - 1) {
+            Some(Reply::Found { timestep: t, found }) if t == timestep => found,
+            Some(Reply::Found { timestep: t, .. }) => {
                 return Err(broken(format!(
                     "worker {finder} holds the model at timestep {t}, the step is at {timestep}"
                 )))
             }
             _ => {
                 return Err(broken(format!(
-                    "worker {finder} did not take part in the topics round"
+                    "worker {finder} did not take part in the found round"
                 )))
             }
         },
         Lead::Abort => return Err(broken("the leader abandoned the step".into())),
-        other => return Err(broken(format!("expected topics, got {}", other.name()))),
+        other => {
+            return Err(broken(format!(
+                "expected topics and a refresh plan, got {}",
+                other.name()
+            )))
+        }
     };
-    found.ok_or_else(|| broken(format!("worker {finder} found no topics")))
+    found.ok_or_else(|| broken(format!("worker {finder} offered nothing")))
 }
 
 /// A replica's side of a step: codes its shards, contributes them, returns everyone's.
@@ -462,25 +465,25 @@ impl Replication for ReplicaSide {
         search_round(&self.gather, n, self.timestep, memory, shards, search)
     }
 
-    fn finds_topics(&self) -> bool {
-        finds_topics(&self.gather.borrow())
+    fn finds(&self) -> bool {
+        finds(&self.gather.borrow())
     }
 
-    /// The topics round is the step's last: the replica also begins the round after it (its
+    /// The found round is the step's last: the replica also begins the round after it (its
     /// part there is [`Reply::Idle`], whatever the leader says), so that the leader's next
     /// command gets through while this replica still runs its update.
-    fn offer_topics(&mut self, mine: Option<&[Topic]>) -> Result<(), EngineError> {
+    fn offer(&mut self, mine: Option<&Found>) -> Result<(), EngineError> {
         let mut g = self.gather.borrow_mut();
-        g.begin(encode(&Reply::Topics {
+        g.begin(encode(&Reply::Found {
             timestep: self.timestep,
-            topics: mine.map(<[Topic]>::to_vec),
+            found: mine.cloned(),
         }));
         g.begin(encode(&Reply::Idle));
         Ok(())
     }
 
-    fn topics(&mut self, mine: Option<Vec<Topic>>) -> Result<Vec<Topic>, EngineError> {
-        finish_topics(&mut self.gather.borrow_mut(), mine, self.timestep)
+    fn found(&mut self, mine: Option<Found>) -> Result<Found, EngineError> {
+        finish_found(&mut self.gather.borrow_mut(), mine, self.timestep)
     }
 }
 

@@ -4,16 +4,16 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
 
-use novad_models::l1::replicate::{CodingJob, MemorySearch, Replication, ShardOutput};
+use novad_models::l1::replicate::{CodingJob, Found, MemorySearch, Replication, ShardOutput};
 use novad_models::l1::Model;
 use novad_models::memory::{DocMemory, Floor, MemoryError, Neighbour};
-use novad_models::model::{EngineError, Judge, Judgement, Topic};
+use novad_models::model::{EngineError, Judge, Judgement};
 use novad_models::{Engine, StepOutput};
 
 use super::net::Gather;
 use super::protocol::{
-    decode, encode, finds_topics, finish_topics, gather_outputs, memory_share, my_shards,
-    search_round, Lead, RemoteJudge, ReplicaSide, Reply,
+    decode, encode, finds, finish_found, gather_outputs, memory_share, my_shards, search_round,
+    Lead, RemoteJudge, ReplicaSide, Reply,
 };
 use super::ClusterError;
 use crate::ingest::Replicas;
@@ -180,7 +180,7 @@ struct Figures {
     search_own_seconds: f64,
     /// Bytes of the search round sent and received over the network.
     search_bytes: u64,
-    /// Waiting, after the update, for the topics the last worker found meanwhile.
+    /// Waiting, after the update, for the topics and refresh plan the last worker worked out.
     topics_wait_seconds: f64,
     /// Bytes of the topics round sent and received over the network.
     topics_bytes: u64,
@@ -235,25 +235,25 @@ impl Replication for LeaderSide {
         near
     }
 
-    fn finds_topics(&self) -> bool {
-        finds_topics(&self.gather.borrow())
+    fn finds(&self) -> bool {
+        finds(&self.gather.borrow())
     }
 
-    fn offer_topics(&mut self, mine: Option<&[Topic]>) -> Result<(), EngineError> {
+    fn offer(&mut self, mine: Option<&Found>) -> Result<(), EngineError> {
         self.gather
             .borrow_mut()
-            .begin(encode(&Lead::Topics(mine.map(<[Topic]>::to_vec))));
+            .begin(encode(&Lead::Found(mine.cloned())));
         Ok(())
     }
 
-    fn topics(&mut self, mine: Option<Vec<Topic>>) -> Result<Vec<Topic>, EngineError> {
+    fn found(&mut self, mine: Option<Found>) -> Result<Found, EngineError> {
         let mut g = self.gather.borrow_mut();
         let before = g.traffic();
         let t0 = Instant::now();
-        let topics = finish_topics(&mut g, mine, self.timestep);
+        let found = finish_found(&mut g, mine, self.timestep);
         self.figures.topics_wait_seconds = t0.elapsed().as_secs_f64();
         self.figures.topics_bytes = g.traffic() - before;
-        topics
+        found
     }
 
     fn judged(&mut self, j: &Result<Judgement, EngineError>) -> Result<(), EngineError> {
@@ -279,8 +279,8 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
     loop {
         let round = {
             let mut g = gather.borrow_mut();
-            // a step ends with the next round begun (see `ReplicaSide::offer_topics`), or with
-            // its topics round still open too when it failed before collecting them
+            // a step ends with the next round begun (see `ReplicaSide::offer`), or with its
+            // found round still open too when it failed before collecting it
             while g.open() > 1 {
                 g.finish();
             }
@@ -367,7 +367,7 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
             Lead::Shards(_)
             | Lead::Nearest { .. }
             | Lead::Judgement(_)
-            | Lead::Topics(_)
+            | Lead::Found(_)
             | Lead::Abort => {}
         }
     }

@@ -85,6 +85,8 @@ pub struct StepStats {
     /// Atoms of the dictionary after this timestep.
     #[serde(default)]
     pub atoms: usize,
+    /// Finding the emerging topics and planning the atom refresh (where the step does), and
+    /// waiting for them after the update (where another replica does).
     #[serde(default)]
     pub seconds_topics: f64,
     pub seconds_vectorize: f64,

@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::l1::dictclust::dictclust;
 use crate::l1::dictionary::{
-    bootstrap, codes_to_csc, docs_to_csr, image, oiadmm_step, refresh_atoms, Dictionary, Multiplier,
+    bootstrap, codes_to_csc, docs_to_csr, image, oiadmm_step, plan_refresh, Dictionary, Multiplier,
 };
 use crate::l1::params::Params;
-use crate::l1::replicate::{CodingJob, Local, Replication, Tapped};
+use crate::l1::replicate::{CodingJob, Found, Local, Replication, Tapped};
 use crate::model::{
     decode_part, judged, params_image, Code, EngineError, Judge, ParamsError, Scored, StepOutput,
     StepStats, Verdict,
@@ -420,14 +420,36 @@ impl Model {
             history.update(&kept, half_life);
         }
 
-        // Emerging topics among the novel documents (DICTCLUST), judged by Â_t like the scores.
-        // One replica finds them and offers them while every replica goes on with the update.
+        // Atom ages: the atoms of Â_t this batch's codes use (the update keeps the atoms).
+        let mut last_used = self.last_used.clone();
+        let mut usage = vec![0u32; dict.ncols()];
+        for c in &codes {
+            for &a in &c.atoms {
+                usage[a as usize] += 1;
+                last_used[a as usize] = self.timestep;
+            }
+        }
+
+        // Emerging topics among the novel documents (DICTCLUST), judged by Â_t like the scores,
+        // and the plan of the refresh of the least-used atoms (not on the bootstrap batch, not
+        // on an empty batch): one replica works them out and offers them while every other
+        // replica goes on with the update.
         let t_topics = Instant::now();
         let want_topics = p.topics.is_some() && !is_bootstrap && bootstrapped;
-        let mine = (want_topics && rep.finds_topics())
-            .then(|| self.find_topics(&vectors, &scores, &novel, m));
-        if want_topics {
-            rep.offer_topics(mine.as_deref())?;
+        let refresh = (bootstrapped && !is_bootstrap && n > 0)
+            .then_some(p.refresh.as_ref())
+            .flatten();
+        let want_found = want_topics || refresh.is_some();
+        let mine = (want_found && rep.finds()).then(|| Found {
+            topics: want_topics.then(|| self.find_topics(&vectors, &scores, &novel, m)),
+            refresh: refresh.map(|rp| {
+                let k = dict.ncols();
+                let (seed, t) = (p.seed, self.timestep);
+                plan_refresh((m, k), &last_used, &usage, &vectors, &scores, rp, seed, t)
+            }),
+        });
+        if want_found {
+            rep.offer(mine.as_ref())?;
         }
         stats.seconds_topics = t_topics.elapsed().as_secs_f64();
 
@@ -452,23 +474,22 @@ impl Model {
             (dict, self.delta.remap_resize(&change.remap, n_prev))
         };
         let t_take = Instant::now();
-        let topics = if want_topics {
-            rep.topics(mine)?
+        let found = if want_found {
+            rep.found(mine)?
         } else {
-            Vec::new()
+            Found::default()
+        };
+        let missing =
+            |what: &str| EngineError::Inconsistent(format!("the step's {what} is missing"));
+        let topics = match (want_topics, found.topics) {
+            (true, Some(t)) => t,
+            (true, None) => return Err(missing("list of topics")),
+            (false, _) => Vec::new(),
         };
         stats.topics = topics.len();
         stats.seconds_topics += t_take.elapsed().as_secs_f64();
-        // Atom ages, then the refresh of the least-used atoms (after OIADMM: new atoms have no
-        // code in this batch, so the update would not touch them anyway).
-        let mut last_used = self.last_used.clone();
-        let mut usage = vec![0u32; dict.ncols()];
-        for c in &codes {
-            for &a in &c.atoms {
-                usage[a as usize] += 1;
-                last_used[a as usize] = self.timestep;
-            }
-        }
+        // The refresh (after OIADMM: new atoms have no code in this batch, so the update would
+        // not touch them anyway).
         let mut dict = dict;
         if is_bootstrap {
             for (lu, used) in last_used.iter_mut().zip(dict.positive_columns()) {
@@ -476,20 +497,15 @@ impl Model {
                     *lu = self.timestep;
                 }
             }
-        } else if bootstrapped && n > 0 {
-            if let Some(rp) = &p.refresh {
-                let replaced = refresh_atoms(
-                    &mut dict,
-                    &mut last_used,
-                    &usage,
-                    &vectors,
-                    &scores,
-                    rp,
-                    p.seed,
-                    self.timestep,
-                );
-                stats.atoms_refreshed = replaced.len();
+        } else if refresh.is_some() {
+            let plan = found.refresh.ok_or_else(|| missing("refresh plan"))?;
+            if !plan.fits(m, dict.ncols()) {
+                return Err(EngineError::Inconsistent(
+                    "the step's refresh plan does not fit the dictionary".into(),
+                ));
             }
+            plan.apply(&mut dict, &mut last_used, self.timestep);
+            stats.atoms_refreshed = plan.victims.len();
         }
         // Adaptive dictionary size: emerging topics become atoms, long-unused atoms retire.
         if let (Some(ad), true) = (&p.adapt, bootstrapped && !is_bootstrap) {

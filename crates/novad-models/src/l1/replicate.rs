@@ -3,18 +3,20 @@
 //! A step of the ℓ1 model ([`super::Model::step_replicated`]) hands its coding to a
 //! [`Replication`]: a [`CodingJob`] describes the batch and the dictionary; the replication
 //! returns, for every logical shard, the codes of its documents ([`ShardOutput`]). [`Local`]
-//! computes every shard here; a cluster
-//! computes each shard on one replica and gathers them all. The step's emerging topics, which
-//! the update does not need, are found by one replica while the others run the update, and
-//! offered to them ([`Replication::offer_topics`], [`Replication::topics`]). Everything else in the step is a
-//! deterministic function of the model, the batch and these outputs, so replicas that start
-//! from the same model and see the same batch and outputs end with the same model.
+//! computes every shard here; a cluster computes each shard on one replica and gathers them
+//! all. The step's emerging topics and the plan of its atom refresh, which do not need the
+//! updated Â, are worked out by one replica while the others run the update, and offered to
+//! them ([`Found`], [`Replication::offer`], [`Replication::found`]). Everything else in the
+//! step is a deterministic function of the model, the batch and these outputs, so replicas
+//! that start from the same model and see the same batch and outputs end with the same model.
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::l1::coding::{code_document, CodingDict, CodingParams};
-use crate::l1::dictionary::{by_position, per_shard, Dictionary, ShardGap, LOGICAL_SHARDS};
+use crate::l1::dictionary::{
+    by_position, per_shard, Dictionary, RefreshPlan, ShardGap, LOGICAL_SHARDS,
+};
 use crate::memory::Neighbour;
 use crate::memory::{Floor, Share};
 use crate::model::{Code, EngineError, Judge, Judgement, Scored, Topic};
@@ -100,6 +102,15 @@ fn code_fits(c: &Code, m: usize, k: usize) -> bool {
             .all(|&(i, r)| (i as usize) < m && r.is_finite())
 }
 
+/// What one replica works out for all of them in a step, while the others run the update:
+/// the step's emerging topics (when it has topics) and the plan of its atom refresh (when it
+/// refreshes atoms). Neither needs the updated Â.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Found {
+    pub topics: Option<Vec<Topic>>,
+    pub refresh: Option<RefreshPlan>,
+}
+
 /// A search of a replica's memory: the nearest remembered document of the batch document at
 /// each given position, only among those beating the floor when there is one (see
 /// [`crate::memory::DocMemory::nearest_above`]), in the order asked.
@@ -117,21 +128,23 @@ pub trait Replication {
         Ok(())
     }
 
-    /// True when this replica finds the step's emerging topics: [`Local`] always; in a
-    /// cluster one worker does, while the others go on with the update.
-    fn finds_topics(&self) -> bool {
+    /// True when this replica works out the step's [`Found`] (its emerging topics and the
+    /// plan of its atom refresh): [`Local`] always; in a cluster one worker does, before the
+    /// update, while the others go on with it.
+    fn finds(&self) -> bool {
         true
     }
 
-    /// Offer the step's topics to the other replicas without waiting for them: `Some` exactly
-    /// when [`Self::finds_topics`]. Called once per step that has topics, before the update.
-    fn offer_topics(&mut self, _mine: Option<&[Topic]>) -> Result<(), EngineError> {
+    /// Offer the step's [`Found`] to the other replicas without waiting for them: `Some`
+    /// exactly when [`Self::finds`]. Called once per step that has topics or a refresh, before
+    /// the update.
+    fn offer(&mut self, _mine: Option<&Found>) -> Result<(), EngineError> {
         Ok(())
     }
 
-    /// The step's topics, after the update: `mine` when this replica found them, else the
-    /// finder's offer (waiting for it). Fails when no replica found them.
-    fn topics(&mut self, mine: Option<Vec<Topic>>) -> Result<Vec<Topic>, EngineError> {
+    /// The step's [`Found`], after the update: `mine` when this replica worked it out, else
+    /// the finder's offer (waiting for it). Fails when no replica worked it out.
+    fn found(&mut self, mine: Option<Found>) -> Result<Found, EngineError> {
         mine.ok_or_else(|| EngineError::Inconsistent("no replica found the step's topics".into()))
     }
 

@@ -22,7 +22,7 @@ pub use bootstrap::{a_step, bootstrap, init_atoms, AtomInit, BootstrapParams};
 pub use multiplier::Multiplier;
 pub use oiadmm::{oiadmm_step, OiadmmParams};
 pub use project::{project_columns, project_nonneg_l1_ball, project_sparse_rows, SparseRows};
-pub use refresh::{refresh_atoms, RefreshParams};
+pub use refresh::{plan_refresh, RefreshParams, RefreshPlan};
 pub use rows::Dictionary;
 pub use shard::{by_position, per_shard, shard_docs, shard_of, ShardGap, LOGICAL_SHARDS};
 
