@@ -11,14 +11,15 @@ use serde::{Deserialize, Serialize};
 use crate::l1::dictclust::dictclust;
 use crate::l1::dictionary::{
     bootstrap, codes_to_csc, docs_to_csr, image, oiadmm_step, plan_refresh, Dictionary, Multiplier,
+    RefreshPlan,
 };
 use crate::l1::params::Params;
 use crate::l1::replicate::{CodingJob, Found, Local, Replication, Tapped};
 use crate::model::{
-    decode_part, judged, params_image, Code, EngineError, Judge, ParamsError, Scored, StepOutput,
-    StepStats, Verdict,
+    decode_part, judged, params_image, Code, EngineError, Judge, OiadmmStats, ParamsError, Scored,
+    StepOutput, StepStats, Verdict,
 };
-use crate::text::{tfidf_l1, SparseDoc, Tokenizer, Vocabulary};
+use crate::text::{tfidf_l1, SparseDoc, Tokenizer, VocabChange, Vocabulary};
 use crate::threshold::{decide, ScoreHistory, ThresholdRule};
 
 const PART_META: &str = "meta";
@@ -298,20 +299,11 @@ impl Model {
     ) -> Result<(Model, StepOutput), EngineError> {
         let t0 = Instant::now();
         let p = &self.params;
-        let tok = self.tokenizer();
-        // documents are tokenized and weighted independently (in parallel, same result)
-        let tokens: Vec<Vec<String>> = docs.par_iter().map(|d| tok.tokens(d.as_ref())).collect();
-        let mut vocab = self.vocab.clone();
-        let (counts, change) = vocab.observe(&tokens, self.timestep);
-        let vectors: Vec<SparseDoc> = counts
-            .par_iter()
-            .map(|c| tfidf_l1(c, |id| vocab.df(id), vocab.docs_seen()))
-            .collect();
+        let (vocab, vectors, change) = self.vectorize(docs);
         let m = vocab.len();
         let mut dict = self.dict.remap(&change.remap);
         let n = docs.len();
         let eligible: Vec<bool> = vectors.iter().map(|v| !v.is_empty()).collect();
-        let any_doc = eligible.iter().any(|&e| e);
         let mut stats = StepStats {
             timestep: self.timestep,
             docs: n,
@@ -323,64 +315,23 @@ impl Model {
             ..Default::default()
         };
         let mut history = self.history.clone();
-        let mut bootstrapped = self.bootstrapped;
-        let is_bootstrap = !self.bootstrapped && any_doc;
+        let is_bootstrap = !self.bootstrapped && eligible.iter().any(|&e| e);
+        let bootstrapped = self.bootstrapped || is_bootstrap;
         let t1 = Instant::now();
         if is_bootstrap {
             let dense = bootstrap(&vectors, m, p.k, &p.coding, &p.bootstrap, p.seed);
             dict = Dictionary::from_dense(dense.view());
-            bootstrapped = true;
         }
         let codes = if bootstrapped {
-            let job = CodingJob {
-                timestep: self.timestep,
-                vectors: &vectors,
-                dict: &dict,
-                coding: &p.coding,
-            };
-            let outs = rep.code(&job)?;
-            job.assemble(outs)?
+            self.code(&vectors, &dict, rep)?
         } else {
-            vectors
-                .iter()
-                .map(|v| Code {
-                    atoms: vec![],
-                    weights: vec![],
-                    score: v.l1(),
-                    ceiling: v.l1(),
-                    iterations: 0,
-                    active_atoms: 0,
-                    residual: vec![],
-                })
-                .collect()
+            vectors.iter().map(uncoded).collect()
         };
         stats.seconds_coding = t1.elapsed().as_secs_f64();
         // Mass on terms never seen before this batch (known to the vocabulary, not to any past
         // timestep): optionally part of the score. The bootstrap batch has no past: 0.
-        let alpha = p.unseen_weight;
-        let is_new = change.remap.new_ids();
-        let unseen: Vec<f64> = vectors
-            .iter()
-            .map(|v| {
-                if is_bootstrap || alpha == 0.0 {
-                    return 0.0;
-                }
-                v.ids
-                    .iter()
-                    .zip(&v.vals)
-                    .filter(|(&id, _)| is_new[id as usize])
-                    .map(|(_, &x)| x)
-                    .sum()
-            })
-            .collect();
-        let scores: Vec<f64> = codes
-            .iter()
-            .zip(&unseen)
-            .map(|(c, &u)| (c.score + alpha * u) / (1.0 + alpha))
-            .collect();
-        if scores.iter().any(|s| !s.is_finite()) {
-            return Err(EngineError::NonFinite("scores"));
-        }
+        let is_new = (!is_bootstrap).then(|| change.remap.new_ids());
+        let scores = batch_scores(&codes, &vectors, is_new.as_deref(), p.unseen_weight)?;
         let silent = is_bootstrap || !bootstrapped;
         let scored = Scored {
             vectors: &vectors,
@@ -390,45 +341,14 @@ impl Model {
             silent,
             rule: &p.threshold,
         };
-        let mut tapped = judge.map(|inner| Tapped {
-            inner,
-            rep: &mut *rep,
-        });
-        let judge = tapped.as_mut().map(|t| t as &mut dyn Judge);
-        let (novel, thr) = judged(judge, &scored, || {
-            if silent {
-                (vec![false; n], f64::INFINITY)
-            } else {
-                decide(&p.threshold, &history, &scores, &eligible)
-            }
-        })?;
-        stats.threshold = thr.is_finite().then_some(thr);
-        let half_life = match p.threshold {
-            ThresholdRule::Adaptive { half_life, .. } => half_life,
-            _ => 0.0,
-        };
-        let kept: Vec<f64> = scores
-            .iter()
-            .zip(&eligible)
-            .filter(|(_, &e)| e)
-            .map(|(&s, _)| s)
-            .collect();
         // The bootstrap batch is scored in-sample (against atoms learned from itself), which
         // biases its scores low; it does not enter the history the adaptive rule uses, so the
         // first batch after it falls back to the top (1 − quantile) share.
-        if bootstrapped && !is_bootstrap && !kept.is_empty() {
-            history.update(&kept, half_life);
-        }
-
+        let learn = bootstrapped && !is_bootstrap;
+        let (novel, thr) = self.novelty(&scored, judge, rep, &mut history, learn)?;
+        stats.threshold = thr.is_finite().then_some(thr);
         // Atom ages: the atoms of Â_t this batch's codes use (the update keeps the atoms).
-        let mut last_used = self.last_used.clone();
-        let mut usage = vec![0u32; dict.ncols()];
-        for c in &codes {
-            for &a in &c.atoms {
-                usage[a as usize] += 1;
-                last_used[a as usize] = self.timestep;
-            }
-        }
+        let (usage, mut last_used) = self.atom_use(&codes, dict.ncols());
 
         // Emerging topics among the novel documents (DICTCLUST), judged by Â_t like the scores,
         // and the plan of the refresh of the least-used atoms (not on the bootstrap batch, not
@@ -456,19 +376,10 @@ impl Model {
         // Dictionary update (not on the bootstrap batch, not before bootstrap, not on an empty
         // batch).
         let t2 = Instant::now();
-        let (dict, delta) = if bootstrapped && !is_bootstrap && n > 0 {
-            let pm = docs_to_csr(&vectors, m);
-            let x = codes_to_csc(&codes, dict.ncols());
-            if p.oiadmm.carry_delta {
-                let mut delta = self.delta.remap_resize(&change.remap, n);
-                let (a, st) = oiadmm_step(&pm, &dict, Some(&mut delta), &x, &p.oiadmm);
-                stats.oiadmm = st;
-                (a, delta)
-            } else {
-                let (a, st) = oiadmm_step(&pm, &dict, None, &x, &p.oiadmm);
-                stats.oiadmm = st;
-                (a, Multiplier::zeros(m, 0))
-            }
+        let (mut dict, delta) = if bootstrapped && !is_bootstrap && n > 0 {
+            let (a, delta, st) = self.update(&vectors, &codes, &dict, &change);
+            stats.oiadmm = st;
+            (a, delta)
         } else {
             let n_prev = self.delta.ncols();
             (dict, self.delta.remap_resize(&change.remap, n_prev))
@@ -488,9 +399,8 @@ impl Model {
         };
         stats.topics = topics.len();
         stats.seconds_topics += t_take.elapsed().as_secs_f64();
-        // The refresh (after OIADMM: new atoms have no code in this batch, so the update would
-        // not touch them anyway).
-        let mut dict = dict;
+        // The bootstrap's atoms are new; the refresh comes after OIADMM (new atoms have no code
+        // in this batch, so the update would not touch them anyway).
         if is_bootstrap {
             for (lu, used) in last_used.iter_mut().zip(dict.positive_columns()) {
                 if used {
@@ -499,43 +409,10 @@ impl Model {
             }
         } else if refresh.is_some() {
             let plan = found.refresh.ok_or_else(|| missing("refresh plan"))?;
-            if !plan.fits(m, dict.ncols()) {
-                return Err(EngineError::Inconsistent(
-                    "the step's refresh plan does not fit the dictionary".into(),
-                ));
-            }
-            plan.apply(&mut dict, &mut last_used, self.timestep);
-            stats.atoms_refreshed = plan.victims.len();
+            stats.atoms_refreshed = self.refresh(&mut dict, &mut last_used, &plan)?;
         }
-        // Adaptive dictionary size: emerging topics become atoms, long-unused atoms retire.
-        if let (Some(ad), true) = (&p.adapt, bootstrapped && !is_bootstrap) {
-            let (kmin, kmax) = p.atom_bounds();
-            if ad.inject {
-                let room = kmax.saturating_sub(dict.ncols());
-                let cols: Vec<Vec<(u32, f32)>> = topics
-                    .iter()
-                    .take(room)
-                    .map(|t| t.atom_vector.clone())
-                    .collect();
-                dict.push_columns(&cols);
-                last_used.extend(std::iter::repeat_n(self.timestep, cols.len()));
-                stats.atoms_injected += cols.len();
-            }
-            if ad.retire_after > 0 {
-                let mut order: Vec<usize> = (0..dict.ncols())
-                    .filter(|&j| last_used[j] + ad.retire_after < self.timestep)
-                    .collect();
-                order.sort_by_key(|&j| (last_used[j], j));
-                let removable = dict.ncols().saturating_sub(kmin);
-                order.truncate(removable);
-                if !order.is_empty() {
-                    let keep: Vec<usize> =
-                        (0..dict.ncols()).filter(|j| !order.contains(j)).collect();
-                    dict = dict.select_columns(&keep);
-                    last_used = keep.iter().map(|&j| last_used[j]).collect();
-                    stats.atoms_retired = order.len();
-                }
-            }
+        if bootstrapped && !is_bootstrap {
+            self.adapt_atoms(&mut dict, &mut last_used, &topics, &mut stats);
         }
         stats.atoms = dict.ncols();
         stats.seconds_update = t2.elapsed().as_secs_f64();
@@ -545,40 +422,9 @@ impl Model {
         if !delta.is_valid() {
             return Err(EngineError::NonFinite("Δ"));
         }
-
-        let n_kept = kept.len().max(1) as f64;
-        stats.ceiling_fraction = codes.iter().filter(|c| c.at_ceiling()).count() as f64 / n_kept;
-        stats.mean_iterations = codes
-            .iter()
-            .zip(&eligible)
-            .filter(|(_, &e)| e)
-            .map(|(c, _)| c.iterations as f64)
-            .sum::<f64>()
-            / n_kept;
-        stats.mean_code_nnz = codes.iter().map(|c| c.atoms.len() as f64).sum::<f64>() / n_kept;
-        // atoms of Â_t (the dictionary the codes refer to) used by this batch
-        stats.atoms_used = usage.iter().filter(|&&u| u > 0).count();
-        stats.novel = novel.iter().filter(|&&b| b).count();
+        summarise(&mut stats, &codes, &eligible, &usage, &novel);
         stats.bootstrap = is_bootstrap;
-
-        let verdicts = codes
-            .iter()
-            .zip(&novel)
-            .zip(&eligible)
-            .zip(&scores)
-            .map(|(((c, &nv), &e), &score)| Verdict {
-                score,
-                novel: nv,
-                bootstrap: is_bootstrap,
-                empty: !e,
-                at_ceiling: c.at_ceiling(),
-                terms: c
-                    .residual
-                    .iter()
-                    .map(|&(id, r)| (vocab.term(id).to_string(), r))
-                    .collect(),
-            })
-            .collect();
+        let verdicts = verdicts(&codes, &novel, &eligible, &scores, &vocab, is_bootstrap);
         let model = Model {
             params: self.params.clone(),
             vocab,
@@ -589,19 +435,287 @@ impl Model {
             timestep: self.timestep + 1,
             bootstrapped,
         };
-        Ok((
-            model,
-            StepOutput {
-                verdicts,
-                vectors,
-                codes,
-                topics,
-                stats,
-                hybrid: Vec::new(),
-                seconds_hybrid: 0.0,
-            },
-        ))
+        let out = StepOutput {
+            verdicts,
+            vectors,
+            codes,
+            topics,
+            stats,
+            hybrid: Vec::new(),
+            seconds_hybrid: 0.0,
+        };
+        Ok((model, out))
     }
+
+    /// Each document's novelty and the threshold used (∞ when none): the judge's decision
+    /// when there is one (told to `rep`), else the model's rule; nothing is novel when
+    /// `scored` is silent. With `learn`, the history takes the eligible documents' scores.
+    fn novelty(
+        &self,
+        scored: &Scored<'_>,
+        judge: Option<&mut (dyn Judge + '_)>,
+        rep: &mut dyn Replication,
+        history: &mut ScoreHistory,
+        learn: bool,
+    ) -> Result<(Vec<bool>, f64), EngineError> {
+        let mut tapped = judge.map(|inner| Tapped { inner, rep });
+        let judge = tapped.as_mut().map(|t| t as &mut dyn Judge);
+        let rule = &self.params.threshold;
+        let decided = judged(judge, scored, || {
+            if scored.silent {
+                (vec![false; scored.scores.len()], f64::INFINITY)
+            } else {
+                decide(rule, history, scored.scores, scored.eligible)
+            }
+        })?;
+        let kept: Vec<f64> = scored
+            .scores
+            .iter()
+            .zip(scored.eligible)
+            .filter(|(_, &e)| e)
+            .map(|(&s, _)| s)
+            .collect();
+        if learn && !kept.is_empty() {
+            history.update(&kept, half_life(rule));
+        }
+        Ok(decided)
+    }
+
+    /// Apply the step's refresh `plan` to Â_{t+1} (checked to fit it); returns the number of
+    /// atoms replaced.
+    fn refresh(
+        &self,
+        dict: &mut Dictionary,
+        last_used: &mut [u64],
+        plan: &RefreshPlan,
+    ) -> Result<usize, EngineError> {
+        if !plan.fits(dict.nrows(), dict.ncols()) {
+            return Err(EngineError::Inconsistent(
+                "the step's refresh plan does not fit the dictionary".into(),
+            ));
+        }
+        plan.apply(dict, last_used, self.timestep);
+        Ok(plan.victims.len())
+    }
+
+    /// The batch's TF-IDF vectors, in batch order, and the vocabulary after it (with the
+    /// change that maps the old term ids to the new). Documents are tokenized and weighted
+    /// independently (in parallel, the same result).
+    fn vectorize<D: AsRef<str> + Sync>(
+        &self,
+        docs: &[D],
+    ) -> (Vocabulary, Vec<SparseDoc>, VocabChange) {
+        let tok = self.tokenizer();
+        let tokens: Vec<Vec<String>> = docs.par_iter().map(|d| tok.tokens(d.as_ref())).collect();
+        let mut vocab = self.vocab.clone();
+        let (counts, change) = vocab.observe(&tokens, self.timestep);
+        let vectors: Vec<SparseDoc> = counts
+            .par_iter()
+            .map(|c| tfidf_l1(c, |id| vocab.df(id), vocab.docs_seen()))
+            .collect();
+        (vocab, vectors, change)
+    }
+
+    /// The codes of the batch against `dict`, in batch order, computed by logical shard by
+    /// `rep` and checked to fit.
+    fn code(
+        &self,
+        vectors: &[SparseDoc],
+        dict: &Dictionary,
+        rep: &mut dyn Replication,
+    ) -> Result<Vec<Code>, EngineError> {
+        let job = CodingJob {
+            timestep: self.timestep,
+            vectors,
+            dict,
+            coding: &self.params.coding,
+        };
+        let outs = rep.code(&job)?;
+        job.assemble(outs)
+    }
+
+    /// How many documents of the batch use each of the k atoms, and every atom's last use
+    /// with this batch's uses at the current timestep.
+    fn atom_use(&self, codes: &[Code], k: usize) -> (Vec<u32>, Vec<u64>) {
+        let mut last_used = self.last_used.clone();
+        let mut usage = vec![0u32; k];
+        for c in codes {
+            for &a in &c.atoms {
+                usage[a as usize] += 1;
+                last_used[a as usize] = self.timestep;
+            }
+        }
+        (usage, last_used)
+    }
+
+    /// The OIADMM step of the batch: Â_{t+1}, Δ_{t+1} (no columns when Δ is not carried) and
+    /// the step's figures.
+    fn update(
+        &self,
+        vectors: &[SparseDoc],
+        codes: &[Code],
+        dict: &Dictionary,
+        change: &VocabChange,
+    ) -> (Dictionary, Multiplier, OiadmmStats) {
+        let (p, m, n) = (&self.params, dict.nrows(), vectors.len());
+        let pm = docs_to_csr(vectors, m);
+        let x = codes_to_csc(codes, dict.ncols());
+        if p.oiadmm.carry_delta {
+            let mut delta = self.delta.remap_resize(&change.remap, n);
+            let (a, st) = oiadmm_step(&pm, dict, Some(&mut delta), &x, &p.oiadmm);
+            (a, delta, st)
+        } else {
+            let (a, st) = oiadmm_step(&pm, dict, None, &x, &p.oiadmm);
+            (a, Multiplier::zeros(m, 0), st)
+        }
+    }
+
+    /// Adaptive dictionary size, when configured: emerging topics become atoms (up to the
+    /// largest k), then atoms unused for `retire_after` timesteps retire (down to the
+    /// smallest k), oldest first.
+    fn adapt_atoms(
+        &self,
+        dict: &mut Dictionary,
+        last_used: &mut Vec<u64>,
+        topics: &[crate::model::Topic],
+        stats: &mut StepStats,
+    ) {
+        let Some(ad) = &self.params.adapt else {
+            return;
+        };
+        let (kmin, kmax) = self.params.atom_bounds();
+        if ad.inject {
+            let room = kmax.saturating_sub(dict.ncols());
+            let cols: Vec<Vec<(u32, f32)>> = topics
+                .iter()
+                .take(room)
+                .map(|t| t.atom_vector.clone())
+                .collect();
+            dict.push_columns(&cols);
+            last_used.extend(std::iter::repeat_n(self.timestep, cols.len()));
+            stats.atoms_injected += cols.len();
+        }
+        if ad.retire_after > 0 {
+            let mut order: Vec<usize> = (0..dict.ncols())
+                .filter(|&j| last_used[j] + ad.retire_after < self.timestep)
+                .collect();
+            order.sort_by_key(|&j| (last_used[j], j));
+            let removable = dict.ncols().saturating_sub(kmin);
+            order.truncate(removable);
+            if !order.is_empty() {
+                let keep: Vec<usize> = (0..dict.ncols()).filter(|j| !order.contains(j)).collect();
+                *dict = dict.select_columns(&keep);
+                *last_used = keep.iter().map(|&j| last_used[j]).collect();
+                stats.atoms_retired = order.len();
+            }
+        }
+    }
+}
+
+/// The code of a document before the dictionary exists: no atom, its whole mass as the score.
+fn uncoded(v: &SparseDoc) -> Code {
+    Code {
+        atoms: vec![],
+        weights: vec![],
+        score: v.l1(),
+        ceiling: v.l1(),
+        iterations: 0,
+        active_atoms: 0,
+        residual: vec![],
+    }
+}
+
+/// Each document's score: (code score + α · mass on terms new in this batch) / (1 + α), all
+/// finite; `is_new` by term id, `None` when no term counts as new (the bootstrap batch).
+fn batch_scores(
+    codes: &[Code],
+    vectors: &[SparseDoc],
+    is_new: Option<&[bool]>,
+    alpha: f64,
+) -> Result<Vec<f64>, EngineError> {
+    let unseen: Vec<f64> = vectors
+        .iter()
+        .map(|v| {
+            let Some(is_new) = is_new.filter(|_| alpha != 0.0) else {
+                return 0.0;
+            };
+            v.ids
+                .iter()
+                .zip(&v.vals)
+                .filter(|(&id, _)| is_new[id as usize])
+                .map(|(_, &x)| x)
+                .sum()
+        })
+        .collect();
+    let scores: Vec<f64> = codes
+        .iter()
+        .zip(&unseen)
+        .map(|(c, &u)| (c.score + alpha * u) / (1.0 + alpha))
+        .collect();
+    if scores.iter().any(|s| !s.is_finite()) {
+        return Err(EngineError::NonFinite("scores"));
+    }
+    Ok(scores)
+}
+
+/// The half-life of the adaptive threshold's score history (0 for the other rules).
+fn half_life(rule: &ThresholdRule) -> f64 {
+    match rule {
+        ThresholdRule::Adaptive { half_life, .. } => *half_life,
+        _ => 0.0,
+    }
+}
+
+/// The step's figures about its codes and decisions.
+fn summarise(
+    stats: &mut StepStats,
+    codes: &[Code],
+    eligible: &[bool],
+    usage: &[u32],
+    novel: &[bool],
+) {
+    let n_kept = eligible.iter().filter(|&&e| e).count().max(1) as f64;
+    stats.ceiling_fraction = codes.iter().filter(|c| c.at_ceiling()).count() as f64 / n_kept;
+    stats.mean_iterations = codes
+        .iter()
+        .zip(eligible)
+        .filter(|(_, &e)| e)
+        .map(|(c, _)| c.iterations as f64)
+        .sum::<f64>()
+        / n_kept;
+    stats.mean_code_nnz = codes.iter().map(|c| c.atoms.len() as f64).sum::<f64>() / n_kept;
+    // atoms of Â_t (the dictionary the codes refer to) used by this batch
+    stats.atoms_used = usage.iter().filter(|&&u| u > 0).count();
+    stats.novel = novel.iter().filter(|&&b| b).count();
+}
+
+/// One verdict per document, in batch order, with its residual terms spelled out.
+fn verdicts(
+    codes: &[Code],
+    novel: &[bool],
+    eligible: &[bool],
+    scores: &[f64],
+    vocab: &Vocabulary,
+    bootstrap: bool,
+) -> Vec<Verdict> {
+    codes
+        .iter()
+        .zip(novel)
+        .zip(eligible)
+        .zip(scores)
+        .map(|(((c, &nv), &e), &score)| Verdict {
+            score,
+            novel: nv,
+            bootstrap,
+            empty: !e,
+            at_ceiling: c.at_ceiling(),
+            terms: c
+                .residual
+                .iter()
+                .map(|&(id, r)| (vocab.term(id).to_string(), r))
+                .collect(),
+        })
+        .collect()
 }
 
 /// The parts of a [`Model`], for storage layers that persist them separately.
