@@ -90,7 +90,8 @@ struct Run {
     docs_bytes: f64,
     outputs_bytes: f64,
     codes_bytes: f64,
-    /// The hybrid detector's search round and the topics round, bytes over the network.
+    /// The hybrid detector's search round and the found round (topics, refresh plan), bytes
+    /// over the network.
     search_bytes: f64,
     topics_bytes: f64,
 }

@@ -17,7 +17,7 @@
 //! whatever the number of processes. Â and the memory are shipped only when a replica must be
 //! (re)loaded: at the first step, and after a step the leader did not commit. Per step the
 //! network carries the batch's texts (to every replica), the codes and the search results
-//! (all-gathered) and the topics: O(batch). Sharing out the OIADMM sum instead would move
+//! (all-gathered) and the topics with the refresh plan: O(batch). Sharing out the OIADMM sum instead would move
 //! O(m·k) per shard, far more than the codes for batches of thousands of documents (see
 //! [`novad_models::l1::replicate::ShardOutput`]).
 //!

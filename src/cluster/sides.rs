@@ -182,7 +182,7 @@ struct Figures {
     search_bytes: u64,
     /// Waiting, after the update, for the topics and refresh plan the last worker worked out.
     topics_wait_seconds: f64,
-    /// Bytes of the topics round sent and received over the network.
+    /// Bytes of the found round (topics, refresh plan) sent and received over the network.
     topics_bytes: u64,
 }
 

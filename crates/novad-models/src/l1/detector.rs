@@ -1,4 +1,5 @@
-//! One timestep end to end: vectorize, code, score, threshold, OIADMM — a pure function
+//! One timestep end to end: vectorize, code, score, decide (threshold or judge), topics,
+//! OIADMM, refresh, adaptive atoms, verdicts — a pure function
 //! `(model, batch) → (new model, verdicts)`. The old model is never modified, so a caller that
 //! fails to persist the new one simply keeps the old.
 
@@ -287,10 +288,11 @@ impl Model {
         self.step_replicated(docs, judge, &mut Local)
     }
 
-    /// [`Self::step_judged`] with the coding (codes and the parts of the OIADMM sum, by
-    /// logical shard) done by `rep`, and the judge's decision told to it. With [`Local`] this
-    /// is the single-node step; replicas of one model that are given the same batch and the
-    /// same shard outputs (and the leader's judgement) compute the same new model, bit for bit.
+    /// [`Self::step_judged`] with the coding done by `rep` (by logical shard), the judge's
+    /// decision told to it, and the step's topics and refresh plan taken from it when another
+    /// replica works them out ([`Found`]). With [`Local`] this is the single-node step;
+    /// replicas of one model that are given the same batch, the same shard outputs, the same
+    /// `Found` (and the leader's judgement) compute the same new model, bit for bit.
     pub fn step_replicated<D: AsRef<str> + Sync>(
         &self,
         docs: &[D],
@@ -350,10 +352,10 @@ impl Model {
         // Atom ages: the atoms of Â_t this batch's codes use (the update keeps the atoms).
         let (usage, mut last_used) = self.atom_use(&codes, dict.ncols());
 
-        // Emerging topics among the novel documents (DICTCLUST), judged by Â_t like the scores,
-        // and the plan of the refresh of the least-used atoms (not on the bootstrap batch, not
-        // on an empty batch): one replica works them out and offers them while every other
-        // replica goes on with the update.
+        // Emerging topics among the novel documents (DICTCLUST), judged by Â_t like the scores
+        // (not on the bootstrap batch), and the plan of the refresh of the least-used atoms
+        // (nor on an empty batch): one replica works them out and offers them while every
+        // other replica goes on with the update.
         let t_topics = Instant::now();
         let want_topics = p.topics.is_some() && !is_bootstrap && bootstrapped;
         let refresh = (bootstrapped && !is_bootstrap && n > 0)

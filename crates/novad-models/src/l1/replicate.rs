@@ -145,7 +145,11 @@ pub trait Replication {
     /// The step's [`Found`], after the update: `mine` when this replica worked it out, else
     /// the finder's offer (waiting for it). Fails when no replica worked it out.
     fn found(&mut self, mine: Option<Found>) -> Result<Found, EngineError> {
-        mine.ok_or_else(|| EngineError::Inconsistent("no replica found the step's topics".into()))
+        mine.ok_or_else(|| {
+            EngineError::Inconsistent(
+                "no replica worked out the step's topics and refresh plan".into(),
+            )
+        })
     }
 
     /// The hybrid detector's search for the step's batch of `n` documents: the nearest

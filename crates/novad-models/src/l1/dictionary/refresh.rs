@@ -26,7 +26,8 @@ pub struct RefreshParams {
 /// What a refresh does to Â (see [`plan_refresh`]): the replaced atoms and their new entries.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RefreshPlan {
-    /// The atoms replaced, in victim order.
+    /// The atoms chosen to be replaced, in victim order (those past `filled` had no centroid
+    /// and keep their columns).
     pub victims: Vec<u32>,
     /// How many of the first victims get a centroid (their columns are cleared and rewritten).
     pub filled: usize,
@@ -35,22 +36,31 @@ pub struct RefreshPlan {
 }
 
 impl RefreshPlan {
-    /// True when the plan fits an m × k dictionary: distinct victims `< k`, `filled` of them
-    /// at most, writes to rows `< m` of filled victims only, values in [0, 1].
+    /// True when the plan fits an m × k dictionary and keeps it in 𝒜: distinct victims `< k`,
+    /// `filled` of them at most, writes to distinct entries of rows `< m` of filled victims
+    /// only, values in [+0, 1] and each filled column's sum ≤ 1 (added in f64).
     pub fn fits(&self, m: usize, k: usize) -> bool {
-        let mut seen = vec![false; k];
-        for &v in &self.victims {
-            match seen.get_mut(v as usize) {
-                Some(s) if !*s => *s = true,
+        let mut slot = vec![usize::MAX; k];
+        for (c, &v) in self.victims.iter().enumerate() {
+            match slot.get_mut(v as usize) {
+                Some(s) if *s == usize::MAX => *s = c,
                 _ => return false,
             }
         }
-        let filled = &self.victims[..self.filled.min(self.victims.len())];
-        self.filled <= self.victims.len()
-            && self
-                .writes
-                .iter()
-                .all(|&(i, j, w)| i < m && filled.contains(&j) && (0.0..=1.0).contains(&w))
+        if self.filled > self.victims.len() {
+            return false;
+        }
+        let mut sums = vec![0.0f64; self.filled];
+        for &(i, j, w) in &self.writes {
+            let c = slot.get(j as usize).copied().unwrap_or(usize::MAX);
+            if i >= m || c >= self.filled || !(0.0..=1.0).contains(&w) || w.is_sign_negative() {
+                return false;
+            }
+            sums[c] += w as f64;
+        }
+        let mut entries: Vec<(usize, u32)> = self.writes.iter().map(|&(i, j, _)| (i, j)).collect();
+        entries.sort_unstable();
+        entries.windows(2).all(|e| e[0] != e[1]) && sums.iter().all(|&s| s <= 1.0)
     }
 
     /// Apply the plan: the filled victims' columns cleared and rewritten, their last use set
@@ -203,8 +213,8 @@ mod tests {
     }
 
     /// A plan that does not fit the dictionary is refused: a repeated or out-of-range victim,
-    /// more filled victims than victims, a write to a row past m, to an atom not filled, or a
-    /// value outside [0, 1].
+    /// more filled victims than victims, a write to a row past m, to an atom not filled, to
+    /// the same entry twice, a value outside [+0, 1], or a column summing to more than 1.
     #[test]
     fn a_plan_that_does_not_fit_is_refused() {
         let (docs, scores, _) = data(2);
@@ -226,11 +236,21 @@ mod tests {
             Box::new(|p| p.filled = 4),
             Box::new(|p| p.writes[0].0 = 40),
             Box::new(|p| {
+                let v = p.victims[2];
+                p.writes.retain(|w| w.1 != v);
                 p.filled = 2;
-                p.writes.push((0, p.victims[2], 0.5));
+                p.writes.push((0, v, 0.5));
             }),
             Box::new(|p| p.writes[0].2 = f32::NAN),
             Box::new(|p| p.writes[0].2 = 1.5),
+            Box::new(|p| p.writes[0].2 = -0.0),
+            Box::new(|p| p.writes.push(p.writes[0])),
+            // every value fits, the column's sum does not
+            Box::new(|p| {
+                let v = p.victims[0];
+                p.writes.retain(|w| w.1 != v);
+                p.writes.extend((0..4).map(|i| (i, v, 0.5)));
+            }),
         ];
         for (case, spoil) in bad.iter().enumerate() {
             let mut p = plan.clone();

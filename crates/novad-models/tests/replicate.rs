@@ -1,0 +1,100 @@
+//! A step whose topics and refresh plan were worked out by another replica ([`Found`]).
+mod common;
+
+use common::ostc::planted;
+use common::rng;
+use novad_models::l1::dictionary::LOGICAL_SHARDS;
+use novad_models::l1::replicate::{CodingJob, Found, Replication, ShardOutput};
+use novad_models::model::EngineError;
+use novad_models::{Model, Params};
+
+/// Codes every shard here; works out the step's `Found` itself and keeps a copy of it.
+struct Finder {
+    kept: Option<Found>,
+}
+
+/// Codes every shard here; takes the step's `Found` from elsewhere.
+struct Taker {
+    given: Found,
+}
+
+fn code_all(job: &CodingJob<'_>) -> Vec<ShardOutput> {
+    job.run(&(0..LOGICAL_SHARDS).collect::<Vec<_>>())
+}
+
+impl Replication for Finder {
+    fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
+        Ok(code_all(job))
+    }
+    fn offer(&mut self, mine: Option<&Found>) -> Result<(), EngineError> {
+        self.kept = mine.cloned();
+        Ok(())
+    }
+}
+
+impl Replication for Taker {
+    fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
+        Ok(code_all(job))
+    }
+    fn finds(&self) -> bool {
+        false
+    }
+    fn found(&mut self, mine: Option<Found>) -> Result<Found, EngineError> {
+        assert!(mine.is_none(), "a taker works nothing out");
+        Ok(self.given.clone())
+    }
+}
+
+/// A model with the default detector's parameters after a bootstrap batch, and the next batch.
+fn bootstrapped() -> (Model, Vec<String>) {
+    let mut r = rng(11);
+    let mut p = Params::novad_default();
+    p.k = 12;
+    let model = Model::new(p).unwrap();
+    let (model, _) = model
+        .step(&planted(&mut r, &[0, 1, 2, 3, 4, 5], 120))
+        .unwrap();
+    // new topics appear: novel documents, topics and refreshed atoms
+    (model, planted(&mut r, &[0, 1, 6, 7, 8], 120))
+}
+
+/// Taking the finder's topics and refresh plan gives the finder's step bit for bit; a
+/// missing or spoiled plan fails the step instead of changing the model.
+#[test]
+fn a_step_with_the_finders_plan_equals_the_finders_step() {
+    let (model, batch) = bootstrapped();
+    let mut finder = Finder { kept: None };
+    let (a, out_a) = model.step_replicated(&batch, None, &mut finder).unwrap();
+    let found = finder.kept.expect("the finder offered its work");
+    let plan = found.refresh.clone().expect("the default refreshes atoms");
+    assert!(!plan.writes.is_empty() && out_a.stats.atoms_refreshed > 0);
+    assert!(!out_a.topics.is_empty(), "the batch has emerging topics");
+
+    let mut taker = Taker {
+        given: found.clone(),
+    };
+    let (b, out_b) = model.step_replicated(&batch, None, &mut taker).unwrap();
+    assert_eq!(a.state_parts(), b.state_parts());
+    assert_eq!(out_a.topics, out_b.topics);
+    let bits = |o: &novad_models::StepOutput| -> Vec<u64> {
+        o.verdicts.iter().map(|v| v.score.to_bits()).collect()
+    };
+    assert_eq!(bits(&out_a), bits(&out_b));
+    // and the same as a plain single-node step
+    let (c, _) = model.step(&batch).unwrap();
+    assert_eq!(a.state_parts(), c.state_parts());
+
+    let spoiled = |f: &dyn Fn(&mut Found)| {
+        let mut given = found.clone();
+        f(&mut given);
+        let r = model.step_replicated(&batch, None, &mut Taker { given });
+        match r {
+            Err(EngineError::Inconsistent(e)) => e,
+            other => panic!("expected an inconsistency, got {:?}", other.map(|_| ())),
+        }
+    };
+    assert!(spoiled(&|f| f.refresh = None).contains("refresh plan is missing"));
+    assert!(spoiled(&|f| f.topics = None).contains("topics is missing"));
+    let e = spoiled(&|f| f.refresh.as_mut().unwrap().victims[0] = 12);
+    assert!(e.contains("does not fit"), "{e}");
+}
