@@ -166,8 +166,13 @@ pub fn allocators(
     Ok((tcp.into_iter().map(AllocatorBuilder::Tcp).collect(), guard))
 }
 
+/// A payload as it crosses timely's channels: serialised as one run of bytes (a plain
+/// `Vec<u8>` would be sized, written and read by bincode one element at a time).
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct Payload(#[serde(with = "serde_bytes")] Vec<u8>);
+
 /// One record of a round: (round, sending worker, payload).
-type Record = (u64, u32, Vec<u8>);
+type Record = (u64, u32, Payload);
 
 /// Payloads received, by round: (sending worker, payload).
 type Received = Rc<RefCell<BTreeMap<u64, Vec<(u32, Vec<u8>)>>>>;
@@ -208,7 +213,7 @@ impl Gather {
                     sink.borrow_mut()
                         .entry(*round)
                         .or_default()
-                        .push((*from, bytes.clone()));
+                        .push((*from, bytes.0.clone()));
                 })
                 .probe_with(&probe);
         });
@@ -262,7 +267,8 @@ impl Gather {
     /// begins that round early, so that the leader's next command reaches it at once.
     pub fn begin(&mut self, mine: Vec<u8>) {
         self.bytes_sent += (mine.len() * (self.peers() - self.local)) as u64;
-        self.input.send((self.sent, self.index() as u32, mine));
+        self.input
+            .send((self.sent, self.index() as u32, Payload(mine)));
         self.sent += 1;
         self.input.advance_to(self.sent);
         // a few steps move the payload through the dataflow's operators to the network
