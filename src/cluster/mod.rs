@@ -3,8 +3,10 @@
 //! Process 0 leads: it runs the daemon (inbox, store, commits) exactly as `novad run` does,
 //! except that every step is shared with the other workers of the cluster. Every worker holds
 //! a replica of the model (and of the hybrid detector's memory); a step sends the batch to
-//! all of them, each codes its logical shards of the batch (shard s on worker s mod workers),
-//! the codes are all-gathered, and every worker finishes the step the same way
+//! all of them, each tokenises its logical shards of the batch (shard s on worker s mod
+//! workers) and resolves their terms against the vocabulary, the terms are all-gathered and
+//! every worker updates its vocabulary with them in batch order; each codes its logical
+//! shards, the codes are all-gathered, and every worker finishes the step the same way
 //! ([`novad_models::l1::replicate`]), the OIADMM update included. The hybrid detector's search
 //! is shared the same way: each worker finds the nearest remembered document of its shards'
 //! documents, the results are all-gathered, the leader fuses the scores and decides, and every

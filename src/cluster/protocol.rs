@@ -3,15 +3,17 @@
 //! Every round, worker 0 (the leader) contributes a [`Lead`] and every other worker a
 //! [`Reply`]. Between steps the replicas wait with [`Reply::Idle`] for the leader's command
 //! ([`Lead::Load`], [`Lead::Step`], [`Lead::Stop`]). A step is then, on every worker, the same
-//! [`Model::step_replicated`]: one round where each worker contributes the outputs of its
-//! logical shards (shard s is coded by worker s mod workers); when the leader has a judge (the
+//! [`Model::step_replicated`]: one round where each worker contributes its logical shards'
+//! documents tokenised and resolved against the vocabulary, one where it contributes their
+//! codes (shard s on worker s mod workers); when the leader has a judge (the
 //! hybrid detector), one search round where each worker contributes the nearest documents in
 //! its share of the memory (the remembered documents of its logical shards, see
 //! [`novad_models::memory::Share`]) and one round where the leader contributes its judgement;
 //! and, when the step has topics or refreshes atoms, one round where the last worker
 //! ([`finder`]) contributes the topics and the refresh plan it worked out while the others ran
-//! the update (begun before the update, finished after it, so that nobody waits for it). A leader whose
-//! step failed sends [`Lead::Abort`], which ends the step on every replica still in it.
+//! the update (begun before the update, finished after it, so that nobody waits for it). A
+//! leader whose step failed sends [`Lead::Abort`], which ends the step on every replica still
+//! in it.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -20,7 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use novad_models::engine::memory_batch;
 use novad_models::l1::dictionary::{shard_docs, shard_of, LOGICAL_SHARDS};
-use novad_models::l1::replicate::{CodingJob, Found, MemorySearch, Replication, ShardOutput};
+use novad_models::l1::replicate::{
+    CodingJob, Found, MemorySearch, Replication, ShardOutput, ShardTerms, TermJob,
+};
 use novad_models::l1::Model;
 use novad_models::memory::{better_neighbour, DocMemory, Floor, Neighbour, Share};
 use novad_models::model::{EngineError, Judge, Judgement, Scored};
@@ -44,6 +48,8 @@ pub enum Lead {
         times: Vec<i64>,
         judged: bool,
     },
+    /// The leader's shards' resolved terms for the step's terms round.
+    Terms(Vec<ShardTerms>),
     /// The leader's shard outputs for the step's coding round.
     Shards(Vec<ShardOutput>),
     /// The leader's part of a search round (see [`search_round`]): its memory's mark, the
@@ -68,6 +74,11 @@ pub enum Lead {
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Reply {
     Idle,
+    /// Its shards' resolved terms for the step of the model at `timestep`.
+    Terms {
+        timestep: u64,
+        outs: Vec<ShardTerms>,
+    },
     /// The outputs of its shards for the step of the model at `timestep`.
     Shards {
         timestep: u64,
@@ -96,6 +107,7 @@ impl Lead {
         match self {
             Lead::Load { .. } => "load",
             Lead::Step { .. } => "step",
+            Lead::Terms(_) => "terms",
             Lead::Shards(_) => "shard outputs",
             Lead::Nearest { .. } => "nearest documents",
             Lead::Judgement(_) => "judgement",
@@ -137,40 +149,85 @@ pub(super) fn my_shards(index: usize, peers: usize) -> Vec<usize> {
     (0..LOGICAL_SHARDS).filter(|s| s % peers == index).collect()
 }
 
-/// Every shard output of a coding round, checked to come from replicas at `timestep`.
-pub(super) fn gather_outputs(
+/// Every worker's parts of a round of per-shard parts (`what`, for errors), the leader's
+/// taken by `lead_part` and the replicas' by `reply_part` (with their model's timestep),
+/// checked to come from replicas at `timestep`.
+fn gather_parts<T>(
     lead: Lead,
     replies: Vec<Reply>,
     timestep: u64,
-) -> Result<Vec<ShardOutput>, EngineError> {
-    let mut all = match lead {
-        Lead::Shards(o) => o,
-        Lead::Abort => return Err(broken("the leader abandoned the step".into())),
-        other => {
-            return Err(broken(format!(
-                "expected shard outputs, got {}",
-                other.name()
-            )))
-        }
+    what: &str,
+    lead_part: impl Fn(Lead) -> Result<Vec<T>, Lead>,
+    reply_part: impl Fn(Reply) -> Option<(u64, Vec<T>)>,
+) -> Result<Vec<T>, EngineError> {
+    let mut all = match lead_part(lead) {
+        Ok(o) => o,
+        Err(Lead::Abort) => return Err(broken("the leader abandoned the step".into())),
+        Err(other) => return Err(broken(format!("expected {what}, got {}", other.name()))),
     };
     for (i, r) in replies.into_iter().enumerate() {
-        match r {
-            Reply::Shards { timestep: t, outs } if t == timestep => all.extend(outs),
-            Reply::Shards { timestep: t, .. } => {
+        match reply_part(r) {
+            Some((t, outs)) if t == timestep => all.extend(outs),
+            Some((t, _)) => {
                 return Err(broken(format!(
                     "worker {} holds the model at timestep {t}, the step is at {timestep}",
                     i + 1
                 )))
             }
-            Reply::Idle | Reply::Found { .. } | Reply::Nearest { .. } => {
+            None => {
                 return Err(broken(format!(
-                    "worker {} did not take part in the step",
+                    "worker {} did not take part in the step's {what}",
                     i + 1
                 )))
             }
         }
     }
     Ok(all)
+}
+
+/// Every shard output of a coding round, checked to come from replicas at `timestep`.
+pub(super) fn gather_outputs(
+    lead: Lead,
+    replies: Vec<Reply>,
+    timestep: u64,
+) -> Result<Vec<ShardOutput>, EngineError> {
+    gather_parts(
+        lead,
+        replies,
+        timestep,
+        "shard outputs",
+        |l| match l {
+            Lead::Shards(o) => Ok(o),
+            other => Err(other),
+        },
+        |r| match r {
+            Reply::Shards { timestep, outs } => Some((timestep, outs)),
+            _ => None,
+        },
+    )
+}
+
+/// Every shard's resolved terms of a terms round, checked to come from replicas at
+/// `timestep`.
+pub(super) fn gather_terms(
+    lead: Lead,
+    replies: Vec<Reply>,
+    timestep: u64,
+) -> Result<Vec<ShardTerms>, EngineError> {
+    gather_parts(
+        lead,
+        replies,
+        timestep,
+        "terms",
+        |l| match l {
+            Lead::Terms(o) => Ok(o),
+            other => Err(other),
+        },
+        |r| match r {
+            Reply::Terms { timestep, outs } => Some((timestep, outs)),
+            _ => None,
+        },
+    )
 }
 
 /// One worker's part of a search round.
@@ -444,6 +501,17 @@ pub(super) struct ReplicaSide {
 }
 
 impl Replication for ReplicaSide {
+    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
+        let mut g = self.gather.borrow_mut();
+        let outs = job.run(&my_shards(g.index(), g.peers()));
+        let round = g.round(encode(&Reply::Terms {
+            timestep: job.timestep,
+            outs,
+        }));
+        let (lead, replies) = decode(&round)?;
+        gather_terms(lead, replies, job.timestep)
+    }
+
     fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
         let mut g = self.gather.borrow_mut();
         let outs = job.run(&my_shards(g.index(), g.peers()));

@@ -4,7 +4,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
 
-use novad_models::l1::replicate::{CodingJob, Found, MemorySearch, Replication, ShardOutput};
+use novad_models::l1::replicate::{
+    CodingJob, Found, MemorySearch, Replication, ShardOutput, ShardTerms, TermJob,
+};
 use novad_models::l1::Model;
 use novad_models::memory::{DocMemory, Floor, MemoryError, Neighbour};
 use novad_models::model::{EngineError, Judge, Judgement};
@@ -12,8 +14,8 @@ use novad_models::{Engine, StepOutput};
 
 use super::net::Gather;
 use super::protocol::{
-    decode, encode, finds, finish_found, gather_outputs, memory_share, my_shards, search_round,
-    Lead, RemoteJudge, ReplicaSide, Reply,
+    decode, encode, finds, finish_found, gather_outputs, gather_terms, memory_share, my_shards,
+    search_round, Lead, RemoteJudge, ReplicaSide, Reply,
 };
 use super::ClusterError;
 use crate::ingest::Replicas;
@@ -74,7 +76,7 @@ impl Leader {
         self.in_sync = false;
         let before = self.gather.borrow().traffic();
         let t0 = Instant::now();
-        // the batch goes out while the leader vectorises it; the coding round finishes this one
+        // the batch goes out while the leader tokenises its shards; the terms round finishes it
         self.gather.borrow_mut().begin(encode(&Lead::Step {
             timestep: engine.timestep(),
             docs: texts.iter().map(|t| t.to_string()).collect(),
@@ -98,6 +100,9 @@ impl Leader {
             workers = self.gather.borrow().peers(),
             docs_seconds = format!("{docs_seconds:.4}"),
             docs_bytes,
+            terms_seconds = format!("{:.4}", f.terms_seconds),
+            terms_exchange_seconds = format!("{:.4}", f.terms_exchange_seconds),
+            terms_bytes = f.terms_bytes,
             code_seconds = format!("{:.4}", f.code_seconds),
             exchange_seconds = format!("{:.4}", f.exchange_seconds),
             outputs_bytes = f.outputs_bytes,
@@ -163,6 +168,12 @@ impl Drop for Leader {
 /// Where a step's time and traffic went, as the leader sees it (logged with each step).
 #[derive(Default)]
 struct Figures {
+    /// Tokenising and resolving the leader's own shards' documents.
+    terms_seconds: f64,
+    /// Waiting for the terms round to complete.
+    terms_exchange_seconds: f64,
+    /// Bytes of the terms round sent and received over the network.
+    terms_bytes: u64,
     /// Coding the leader's own shards and their parts of the OIADMM sum.
     code_seconds: f64,
     /// Waiting for the coding round to complete (the slowest worker, and the transfer).
@@ -196,6 +207,20 @@ struct LeaderSide {
 }
 
 impl Replication for LeaderSide {
+    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
+        let mut g = self.gather.borrow_mut();
+        let t0 = Instant::now();
+        let outs = job.run(&my_shards(g.index(), g.peers()));
+        self.figures.terms_seconds = t0.elapsed().as_secs_f64();
+        let before = g.traffic();
+        let t1 = Instant::now();
+        let round = g.round(encode(&Lead::Terms(outs)));
+        self.figures.terms_exchange_seconds = t1.elapsed().as_secs_f64();
+        self.figures.terms_bytes = g.traffic() - before;
+        let (lead, replies) = decode(&round)?;
+        gather_terms(lead, replies, job.timestep)
+    }
+
     fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
         let mut g = self.gather.borrow_mut();
         let t0 = Instant::now();
@@ -364,7 +389,8 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
             }
             Lead::Stop(None) => return Ok(()),
             Lead::Stop(Some(why)) => return Err(ClusterError::LeaderStopped(why)),
-            Lead::Shards(_)
+            Lead::Terms(_)
+            | Lead::Shards(_)
             | Lead::Nearest { .. }
             | Lead::Judgement(_)
             | Lead::Found(_)

@@ -7,6 +7,7 @@ use novad_models::l1::dictionary::LOGICAL_SHARDS;
 use novad_models::l1::replicate::{CodingJob, Found, Replication, ShardOutput};
 use novad_models::model::EngineError;
 use novad_models::{Model, Params};
+use rand::Rng;
 
 /// Codes every shard here; works out the step's `Found` itself and keeps a copy of it.
 struct Finder {
@@ -97,4 +98,53 @@ fn a_step_with_the_finders_plan_equals_the_finders_step() {
     assert!(spoiled(&|f| f.topics = None).contains("topics is missing"));
     let e = spoiled(&|f| f.refresh.as_mut().unwrap().victims[0] = 12);
     assert!(e.contains("does not fit"), "{e}");
+}
+
+/// The batch's documents tokenised and resolved by shard come back in batch order, equal to
+/// resolving each document here; a part that does not fit the vocabulary or leaves a shard
+/// out is refused, naming the shard.
+#[test]
+fn terms_resolved_by_shard_assemble_in_batch_order_and_are_checked() {
+    use novad_models::l1::replicate::TermJob;
+    use novad_models::text::Term;
+    let mut r = rng(5);
+    let p = Params::novad_default();
+    let tokenizer = p.text.tokenizer();
+    let (model, batch) = bootstrapped();
+    let vocab = model.vocab();
+    let texts: Vec<&str> = batch.iter().map(String::as_str).collect();
+    let job = TermJob {
+        timestep: model.timestep(),
+        texts: &texts,
+        tokenizer: &tokenizer,
+        vocab,
+    };
+    // two workers' halves, the odd shards first
+    let (even, odd): (Vec<usize>, Vec<usize>) = (0..LOGICAL_SHARDS).partition(|s| s % 2 == 0);
+    let mut outs = job.run(&odd);
+    outs.extend(job.run(&even));
+    let all = job.assemble(outs.clone()).unwrap();
+    assert_eq!(all.len(), texts.len());
+    for (j, d) in all.iter().enumerate() {
+        assert_eq!(
+            d,
+            &vocab.resolve(&tokenizer.tokens(texts[j])),
+            "document {j}"
+        );
+    }
+    assert!(all.iter().flatten().any(|(t, _)| matches!(t, Term::New(_))));
+    let err = |outs: Vec<_>| match job.assemble(outs) {
+        Err(EngineError::Inconsistent(e)) => e,
+        other => panic!("expected an inconsistency, got {:?}", other.map(|_| ())),
+    };
+    let mut past = outs.clone();
+    let at = r.random_range(0..past.len());
+    past[at].docs[0].push((Term::Known(vocab.len() as u32), 1));
+    assert!(err(past).contains("does not fit"));
+    let mut zero = outs.clone();
+    zero[0].docs[0][0].1 = 0;
+    assert!(err(zero).contains("does not fit"));
+    let mut short = outs.clone();
+    let gone = short.remove(3).shard;
+    assert!(err(short).contains(&format!("logical shard {gone} ")));
 }

@@ -15,7 +15,7 @@ use crate::l1::dictionary::{
     RefreshPlan,
 };
 use crate::l1::params::Params;
-use crate::l1::replicate::{CodingJob, Found, Local, Replication, Tapped};
+use crate::l1::replicate::{CodingJob, Found, Local, Replication, Tapped, TermJob};
 use crate::model::{
     decode_part, judged, params_image, Code, EngineError, Judge, OiadmmStats, ParamsError, Scored,
     StepOutput, StepStats, Verdict,
@@ -301,7 +301,7 @@ impl Model {
     ) -> Result<(Model, StepOutput), EngineError> {
         let t0 = Instant::now();
         let p = &self.params;
-        let (vocab, vectors, change) = self.vectorize(docs);
+        let (vocab, vectors, change) = self.vectorize(docs, rep)?;
         let m = vocab.len();
         let mut dict = self.dict.remap(&change.remap);
         let n = docs.len();
@@ -501,21 +501,31 @@ impl Model {
     }
 
     /// The batch's TF-IDF vectors, in batch order, and the vocabulary after it (with the
-    /// change that maps the old term ids to the new). Documents are tokenized and weighted
-    /// independently (in parallel, the same result).
+    /// change that maps the old term ids to the new). Documents are tokenised and resolved
+    /// against the vocabulary by logical shard through `rep` (each independently: the same
+    /// result anywhere), then observed in batch order.
     fn vectorize<D: AsRef<str> + Sync>(
         &self,
         docs: &[D],
-    ) -> (Vocabulary, Vec<SparseDoc>, VocabChange) {
-        let tok = self.tokenizer();
-        let tokens: Vec<Vec<String>> = docs.par_iter().map(|d| tok.tokens(d.as_ref())).collect();
+        rep: &mut dyn Replication,
+    ) -> Result<(Vocabulary, Vec<SparseDoc>, VocabChange), EngineError> {
+        let texts: Vec<&str> = docs.iter().map(AsRef::as_ref).collect();
+        let tokenizer = self.tokenizer();
+        let job = TermJob {
+            timestep: self.timestep,
+            texts: &texts,
+            tokenizer: &tokenizer,
+            vocab: &self.vocab,
+        };
+        let outs = rep.terms(&job)?;
+        let resolved = job.assemble(outs)?;
         let mut vocab = self.vocab.clone();
-        let (counts, change) = vocab.observe(&tokens, self.timestep);
+        let (counts, change) = vocab.observe_resolved(resolved, self.timestep);
         let vectors: Vec<SparseDoc> = counts
             .par_iter()
             .map(|c| tfidf_l1(c, |id| vocab.df(id), vocab.docs_seen()))
             .collect();
-        (vocab, vectors, change)
+        Ok((vocab, vectors, change))
     }
 
     /// The codes of the batch against `dict`, in batch order, computed by logical shard by

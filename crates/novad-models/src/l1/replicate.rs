@@ -1,4 +1,5 @@
-//! A step's coding split by logical shards, so that several replicas of one model can share it.
+//! A step's work split by logical shards, so that several replicas of one model can share it:
+//! tokenising (documents resolved against the vocabulary, [`TermJob`]) and coding.
 //!
 //! A step of the ℓ1 model ([`super::Model::step_replicated`]) hands its coding to a
 //! [`Replication`]: a [`CodingJob`] describes the batch and the dictionary; the replication
@@ -20,7 +21,7 @@ use crate::l1::dictionary::{
 use crate::memory::Neighbour;
 use crate::memory::{Floor, Share};
 use crate::model::{Code, EngineError, Judge, Judgement, Scored, Topic};
-use crate::text::SparseDoc;
+use crate::text::{SparseDoc, Term, Tokenizer, Vocabulary};
 
 /// What the coding of one step needs: the batch's vectors and the dictionary they are coded
 /// against.
@@ -88,6 +89,74 @@ impl CodingJob<'_> {
     }
 }
 
+/// What the vocabulary step of a batch needs: its texts, the tokenizer, and the vocabulary
+/// before it.
+pub struct TermJob<'a> {
+    /// The timestep of the model being stepped.
+    pub timestep: u64,
+    pub texts: &'a [&'a str],
+    pub tokenizer: &'a Tokenizer,
+    pub vocab: &'a Vocabulary,
+}
+
+/// One logical shard's documents tokenised and resolved against the vocabulary
+/// ([`Vocabulary::resolve`]), in batch order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardTerms {
+    pub shard: u32,
+    pub docs: Vec<Vec<(Term, u32)>>,
+}
+
+impl TermJob<'_> {
+    /// Tokenise and resolve the documents of `shards` (in parallel on the rayon pool; each is
+    /// a function of its text and the vocabulary only).
+    pub fn run(&self, shards: &[usize]) -> Vec<ShardTerms> {
+        per_shard(self.texts.len(), shards, |at| {
+            at.par_iter()
+                .map(|&j| self.vocab.resolve(&self.tokenizer.tokens(self.texts[j])))
+                .collect()
+        })
+        .into_iter()
+        .map(|(s, docs)| ShardTerms {
+            shard: s as u32,
+            docs,
+        })
+        .collect()
+    }
+
+    /// Every document's resolved terms in batch order. Fails (naming the shard) when a shard
+    /// is missing or repeated, or a document does not fit the vocabulary (a known id past its
+    /// end, a zero count).
+    pub fn assemble(&self, outs: Vec<ShardTerms>) -> Result<Vec<Vec<(Term, u32)>>, EngineError> {
+        let m = self.vocab.len();
+        let bad = |s: usize, what: &str| {
+            EngineError::Inconsistent(format!("logical shard {s} of the batch's terms: {what}"))
+        };
+        let fits = |d: &[(Term, u32)]| {
+            d.iter().all(|(t, c)| {
+                *c > 0
+                    && match t {
+                        Term::Known(id) => (*id as usize) < m,
+                        Term::New(t) => !t.is_empty(),
+                    }
+            })
+        };
+        if let Some(o) = outs.iter().find(|o| !o.docs.iter().all(|d| fits(d))) {
+            return Err(bad(
+                o.shard as usize,
+                "a document does not fit the vocabulary",
+            ));
+        }
+        let parts = outs.into_iter().map(|o| (o.shard as usize, o.docs));
+        by_position(self.texts.len(), parts).map_err(|gap| match gap {
+            ShardGap::Unknown(s) => bad(s, "no such shard"),
+            ShardGap::Twice(s) => bad(s, "given twice"),
+            ShardGap::Missing(s) => bad(s, "missing"),
+            ShardGap::Count(s) => bad(s, "wrong number of documents"),
+        })
+    }
+}
+
 /// A code received from elsewhere fits an m × k dictionary: atoms increasing and `< k`, one
 /// finite positive weight each, finite score, residual terms `< m`.
 fn code_fits(c: &Code, m: usize, k: usize) -> bool {
@@ -118,6 +187,13 @@ pub type MemorySearch<'a> = dyn Fn(&[(usize, Option<Floor>)]) -> Vec<Option<Neig
 
 /// How a step's coding is shared among replicas of the model.
 pub trait Replication {
+    /// Every logical shard's documents tokenised and resolved for `job` (in any order; the
+    /// step checks and assembles them). Called once per step, first. [`Local`] and the
+    /// default do every shard here.
+    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
+        Ok(job.run(&(0..LOGICAL_SHARDS).collect::<Vec<_>>()))
+    }
+
     /// The outputs of every logical shard for `job` (in any order; the step checks and
     /// assembles them). Called at most once per step, only once the model is bootstrapped.
     fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError>;

@@ -8,4 +8,4 @@ mod vocab;
 pub use stopwords::ENGLISH_STOP_WORDS;
 pub use tokenize::Tokenizer;
 pub use vectorize::{tfidf_l1, SparseDoc};
-pub use vocab::{Remap, VocabChange, Vocabulary};
+pub use vocab::{Remap, Term, VocabChange, Vocabulary};

@@ -5,6 +5,15 @@ use rayon::prelude::*;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 
+/// A document's distinct term resolved against a vocabulary ([`Vocabulary::resolve`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Term {
+    /// The vocabulary's id of the term.
+    Known(u32),
+    /// A term the vocabulary does not hold.
+    New(String),
+}
+
 /// Marker for "this row was evicted" in [`Remap::map`].
 pub const EVICTED: u32 = u32::MAX;
 
@@ -208,6 +217,29 @@ impl Vocabulary {
         v
     }
 
+    /// A document's distinct tokens with their counts, in order of first occurrence, each
+    /// resolved against this vocabulary: its id when the vocabulary holds it, else the term.
+    /// Read only, so documents can be resolved anywhere (in parallel, on other replicas).
+    pub fn resolve(&self, tokens: &[String]) -> Vec<(Term, u32)> {
+        let mut seen: HashMap<&str, usize> = HashMap::with_capacity(tokens.len());
+        let mut out: Vec<(&str, u32)> = Vec::new();
+        for t in tokens {
+            match seen.get(t.as_str()) {
+                Some(&i) => out[i].1 += 1,
+                None => {
+                    seen.insert(t, out.len());
+                    out.push((t, 1));
+                }
+            }
+        }
+        out.into_iter()
+            .map(|(t, c)| match self.index.get(t) {
+                Some(&id) => (Term::Known(id), c),
+                None => (Term::New(t.to_string()), c),
+            })
+            .collect()
+    }
+
     /// Observe one batch of tokenised documents at `timestep`: admit new terms, count document
     /// frequencies, enforce the size bound. Returns each document's (id, count) pairs in the
     /// ids valid *after* the observation (sorted by id), and the id change to apply to
@@ -217,42 +249,39 @@ impl Vocabulary {
         docs: &[Vec<String>],
         timestep: u64,
     ) -> (Vec<Vec<(u32, u32)>>, VocabChange) {
+        let resolved: Vec<Vec<(Term, u32)>> = docs.par_iter().map(|t| self.resolve(t)).collect();
+        self.observe_resolved(resolved, timestep)
+    }
+
+    /// [`Self::observe`] of documents already resolved against this vocabulary
+    /// ([`Self::resolve`]), with the same result: in document order, new terms get the next id
+    /// in order of first occurrence, as if the tokens were read one by one. Every known id must
+    /// be `< len()` (panics otherwise).
+    pub fn observe_resolved(
+        &mut self,
+        docs: Vec<Vec<(Term, u32)>>,
+        timestep: u64,
+    ) -> (Vec<Vec<(u32, u32)>>, VocabChange) {
         let old_len = self.len();
-        // Each document's distinct tokens with their counts, in order of first occurrence
-        // (in parallel); then, in document order, ids for them — new terms get the next id in
-        // that order, as if the tokens were read one by one.
-        let distinct: Vec<Vec<(&str, u32)>> = docs
-            .par_iter()
-            .map(|tokens| {
-                let mut seen: HashMap<&str, usize> = HashMap::with_capacity(tokens.len());
-                let mut out: Vec<(&str, u32)> = Vec::new();
-                for t in tokens {
-                    match seen.get(t.as_str()) {
-                        Some(&i) => out[i].1 += 1,
-                        None => {
-                            seen.insert(t, out.len());
-                            out.push((t, 1));
-                        }
-                    }
-                }
-                out
-            })
-            .collect();
         let mut per_doc: Vec<Vec<(u32, u32)>> = Vec::with_capacity(docs.len());
-        for terms in distinct {
+        for terms in docs {
             let mut v: Vec<(u32, u32)> = Vec::with_capacity(terms.len());
             for (t, c) in terms {
-                let id = match self.index.get(t) {
-                    Some(&id) => id,
-                    None => {
-                        let id = self.terms.len() as u32;
-                        let t: Arc<str> = Arc::from(t);
-                        self.terms.push(t.clone());
-                        self.df.push(0);
-                        self.last_seen.push(timestep);
-                        self.index.insert(t, id);
-                        id
-                    }
+                let id = match t {
+                    Term::Known(id) => id,
+                    // an earlier document of this batch may have added it
+                    Term::New(t) => match self.index.get(t.as_str()) {
+                        Some(&id) => id,
+                        None => {
+                            let id = self.terms.len() as u32;
+                            let t: Arc<str> = Arc::from(t);
+                            self.terms.push(t.clone());
+                            self.df.push(0);
+                            self.last_seen.push(timestep);
+                            self.index.insert(t, id);
+                            id
+                        }
+                    },
                 };
                 self.df[id as usize] += 1;
                 self.last_seen[id as usize] = timestep;
@@ -350,6 +379,68 @@ mod tests {
 
     fn toks(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    /// Documents resolved apart (last to first, against a copy of the vocabulary, as replicas
+    /// would) and observed in batch order get the ids of reading the tokens one by one: a
+    /// term new to the vocabulary gets the next id at its first occurrence in the batch,
+    /// whichever document resolved it; counts and document frequencies follow.
+    #[test]
+    fn resolved_documents_observe_as_tokens_read_one_by_one() {
+        let mut st = 7u64;
+        let mut next = || {
+            st = st
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (st >> 33) as usize
+        };
+        let mut v = Vocabulary::new(1000);
+        let mut ids: HashMap<String, u32> = HashMap::new();
+        let mut df: Vec<u64> = Vec::new();
+        for t in 0..4u64 {
+            let docs: Vec<Vec<String>> = (0..30)
+                .map(|_| {
+                    (0..next() % 9)
+                        .map(|_| format!("w{}", next() % (15 + 10 * t as usize)))
+                        .collect()
+                })
+                .collect();
+            // the reference: every token read in order
+            let mut want: Vec<Vec<(u32, u32)>> = Vec::new();
+            for d in &docs {
+                let mut counts: HashMap<u32, u32> = HashMap::new();
+                for tok in d {
+                    let n = ids.len() as u32;
+                    let id = *ids.entry(tok.clone()).or_insert(n);
+                    *counts.entry(id).or_insert(0) += 1;
+                }
+                let mut c: Vec<(u32, u32)> = counts.into_iter().collect();
+                c.sort_unstable();
+                df.resize(ids.len(), 0);
+                for &(id, _) in &c {
+                    df[id as usize] += 1;
+                }
+                want.push(c);
+            }
+            let copy = v.clone();
+            let mut resolved: Vec<Vec<(Term, u32)>> = vec![Vec::new(); docs.len()];
+            for j in (0..docs.len()).rev() {
+                resolved[j] = copy.resolve(&docs[j]);
+            }
+            let known = resolved
+                .iter()
+                .flatten()
+                .filter(|(t, _)| matches!(t, Term::Known(_)))
+                .count();
+            assert!(t == 0 || known > 0, "timestep {t}: some terms are known");
+            let (got, change) = v.observe_resolved(resolved, t);
+            assert_eq!(got, want, "timestep {t}");
+            assert_eq!(change.remap.map, None);
+            for (term, &id) in &ids {
+                assert_eq!(v.id(term), Some(id), "{term}");
+                assert_eq!(v.df(id), df[id as usize], "{term}");
+            }
+        }
     }
 
     #[test]
