@@ -12,22 +12,21 @@
 //! documents, the results are all-gathered, the leader fuses the scores and decides, and every
 //! replica takes the batch into its memory as the leader does. The step's emerging topics and
 //! the plan of its atom refresh, which do not need the updated Â, are worked out by the last
-//! worker while the others run the update. A document's code and its nearest remembered document depend only on the document
-//! and the replicated state, and the rest of the step is a deterministic function of all of
-//! them (rows of the update are independent and each summed in a fixed order), so the
+//! worker while the others run the update. A document's resolved terms, its code and its
+//! nearest remembered document depend only on the document and the replicated state, and the
+//! rest of the step is a deterministic function of all of them (rows of the update are independent and each summed in a fixed order), so the
 //! committed model, the topics and every verdict are bit-identical to a single-node run,
 //! whatever the number of processes. Â and the memory are shipped only when a replica must be
 //! (re)loaded: at the first step, and after a step the leader did not commit. Per step the
-//! network carries the batch's texts (to every replica), the codes and the search results
-//! (all-gathered) and the topics with the refresh plan: O(batch). Sharing out the OIADMM sum instead would move
-//! O(m·k) per shard, far more than the codes for batches of thousands of documents (see
+//! network carries the batch's texts (to every replica), the resolved terms, the codes and
+//! the search results (all-gathered) and the topics with the refresh plan: O(batch). Sharing
+//! out the OIADMM sum instead would move O(m·k) per shard, far more than the codes for batches of thousands of documents (see
 //! [`novad_models::l1::replicate::ShardOutput`]).
 //!
 //! Communication is timely-dataflow over TCP ([`net`]): one all-gather round per exchange,
 //! one timely epoch per round; a round can be begun before its result is needed, so the batch
-//! travels while the leader vectorises it and the topics and refresh plan while the others
-//! update. When any
-//! process dies, its peers lose their connection and stop (exit status 3); the leader's store
+//! travels while the leader tokenises its shards and the topics and refresh plan while the
+//! others update. When any process dies, its peers lose their connection and stop (exit status 3); the leader's store
 //! holds the last committed timestep, from which a restarted cluster resumes. dnmf and ostc
 //! run on one node only.
 

@@ -48,8 +48,12 @@ pub enum Lead {
         times: Vec<i64>,
         judged: bool,
     },
-    /// The leader's shards' resolved terms for the step's terms round.
-    Terms(Vec<ShardTerms>),
+    /// The leader's shards' resolved terms for the step's terms round, and the mark of the
+    /// vocabulary they were resolved against.
+    Terms {
+        vocab: [u64; 2],
+        outs: Vec<ShardTerms>,
+    },
     /// The leader's shard outputs for the step's coding round.
     Shards(Vec<ShardOutput>),
     /// The leader's part of a search round (see [`search_round`]): its memory's mark, the
@@ -74,9 +78,11 @@ pub enum Lead {
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Reply {
     Idle,
-    /// Its shards' resolved terms for the step of the model at `timestep`.
+    /// Its shards' resolved terms for the step of the model at `timestep`, resolved against a
+    /// vocabulary with this mark.
     Terms {
         timestep: u64,
+        vocab: [u64; 2],
         outs: Vec<ShardTerms>,
     },
     /// The outputs of its shards for the step of the model at `timestep`.
@@ -107,7 +113,7 @@ impl Lead {
         match self {
             Lead::Load { .. } => "load",
             Lead::Step { .. } => "step",
-            Lead::Terms(_) => "terms",
+            Lead::Terms { .. } => "terms",
             Lead::Shards(_) => "shard outputs",
             Lead::Nearest { .. } => "nearest documents",
             Lead::Judgement(_) => "judgement",
@@ -207,27 +213,54 @@ pub(super) fn gather_outputs(
     )
 }
 
+/// The mark of the vocabulary a step's terms are resolved against: (terms, documents seen).
+pub(super) fn vocab_mark(job: &TermJob<'_>) -> [u64; 2] {
+    [job.vocab.len() as u64, job.vocab.docs_seen()]
+}
+
 /// Every shard's resolved terms of a terms round, checked to come from replicas at
-/// `timestep`.
+/// `timestep` whose vocabulary has the leader's mark.
 pub(super) fn gather_terms(
     lead: Lead,
     replies: Vec<Reply>,
     timestep: u64,
 ) -> Result<Vec<ShardTerms>, EngineError> {
-    gather_parts(
-        lead,
-        replies,
-        timestep,
-        "terms",
-        |l| match l {
-            Lead::Terms(o) => Ok(o),
-            other => Err(other),
-        },
-        |r| match r {
-            Reply::Terms { timestep, outs } => Some((timestep, outs)),
-            _ => None,
-        },
-    )
+    let (mark, mut all) = match lead {
+        Lead::Terms { vocab, outs } => (vocab, outs),
+        Lead::Abort => return Err(broken("the leader abandoned the step".into())),
+        other => return Err(broken(format!("expected terms, got {}", other.name()))),
+    };
+    for (i, r) in replies.into_iter().enumerate() {
+        match r {
+            Reply::Terms {
+                timestep: t,
+                vocab,
+                outs,
+            } if t == timestep && vocab == mark => all.extend(outs),
+            Reply::Terms {
+                timestep: t, vocab, ..
+            } if t == timestep => {
+                return Err(broken(format!(
+                    "worker {}'s vocabulary (terms, documents seen) is at {vocab:?}, the \
+                     leader's at {mark:?}",
+                    i + 1
+                )))
+            }
+            Reply::Terms { timestep: t, .. } => {
+                return Err(broken(format!(
+                    "worker {} holds the model at timestep {t}, the step is at {timestep}",
+                    i + 1
+                )))
+            }
+            _ => {
+                return Err(broken(format!(
+                    "worker {} did not take part in the step's terms",
+                    i + 1
+                )))
+            }
+        }
+    }
+    Ok(all)
 }
 
 /// One worker's part of a search round.
@@ -493,7 +526,8 @@ pub(super) fn gathered_found(round: &[Vec<u8>], timestep: u64) -> Result<Found, 
     found.ok_or_else(|| broken(format!("worker {finder} offered nothing")))
 }
 
-/// A replica's side of a step: codes its shards, contributes them, returns everyone's.
+/// A replica's side of a step: tokenises and codes its shards, contributes them, returns
+/// everyone's.
 pub(super) struct ReplicaSide {
     pub gather: Rc<RefCell<Gather>>,
     /// The timestep of the model being stepped.
@@ -506,6 +540,7 @@ impl Replication for ReplicaSide {
         let outs = job.run(&my_shards(g.index(), g.peers()));
         let round = g.round(encode(&Reply::Terms {
             timestep: job.timestep,
+            vocab: vocab_mark(job),
             outs,
         }));
         let (lead, replies) = decode(&round)?;

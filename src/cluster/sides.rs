@@ -15,7 +15,7 @@ use novad_models::{Engine, StepOutput};
 use super::net::Gather;
 use super::protocol::{
     decode, encode, finds, finish_found, gather_outputs, gather_terms, memory_share, my_shards,
-    search_round, Lead, RemoteJudge, ReplicaSide, Reply,
+    search_round, vocab_mark, Lead, RemoteJudge, ReplicaSide, Reply,
 };
 use super::ClusterError;
 use crate::ingest::Replicas;
@@ -197,7 +197,7 @@ struct Figures {
     topics_bytes: u64,
 }
 
-/// The leader's side of a step: codes its shards, searches the memory for its shards'
+/// The leader's side of a step: tokenises and codes its shards, searches the memory for its shards'
 /// documents, passes its judge's decision on.
 struct LeaderSide {
     gather: Rc<RefCell<Gather>>,
@@ -214,7 +214,10 @@ impl Replication for LeaderSide {
         self.figures.terms_seconds = t0.elapsed().as_secs_f64();
         let before = g.traffic();
         let t1 = Instant::now();
-        let round = g.round(encode(&Lead::Terms(outs)));
+        let round = g.round(encode(&Lead::Terms {
+            vocab: vocab_mark(job),
+            outs,
+        }));
         self.figures.terms_exchange_seconds = t1.elapsed().as_secs_f64();
         self.figures.terms_bytes = g.traffic() - before;
         let (lead, replies) = decode(&round)?;
@@ -389,7 +392,7 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
             }
             Lead::Stop(None) => return Ok(()),
             Lead::Stop(Some(why)) => return Err(ClusterError::LeaderStopped(why)),
-            Lead::Terms(_)
+            Lead::Terms { .. }
             | Lead::Shards(_)
             | Lead::Nearest { .. }
             | Lead::Judgement(_)

@@ -4,7 +4,9 @@ mod common;
 use common::ostc::planted;
 use common::rng;
 use novad_models::l1::dictionary::LOGICAL_SHARDS;
-use novad_models::l1::replicate::{CodingJob, Found, Replication, ShardOutput};
+use novad_models::l1::replicate::{
+    CodingJob, Found, Replication, ShardOutput, ShardTerms, TermJob,
+};
 use novad_models::model::EngineError;
 use novad_models::{Model, Params};
 use rand::Rng;
@@ -23,7 +25,14 @@ fn code_all(job: &CodingJob<'_>) -> Vec<ShardOutput> {
     job.run(&(0..LOGICAL_SHARDS).collect::<Vec<_>>())
 }
 
+fn terms_all(job: &TermJob<'_>) -> Vec<ShardTerms> {
+    job.run(&(0..LOGICAL_SHARDS).collect::<Vec<_>>())
+}
+
 impl Replication for Finder {
+    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
+        Ok(terms_all(job))
+    }
     fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
         Ok(code_all(job))
     }
@@ -34,6 +43,9 @@ impl Replication for Finder {
 }
 
 impl Replication for Taker {
+    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
+        Ok(terms_all(job))
+    }
     fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
         Ok(code_all(job))
     }
@@ -105,7 +117,6 @@ fn a_step_with_the_finders_plan_equals_the_finders_step() {
 /// out is refused, naming the shard.
 #[test]
 fn terms_resolved_by_shard_assemble_in_batch_order_and_are_checked() {
-    use novad_models::l1::replicate::TermJob;
     use novad_models::text::Term;
     let mut r = rng(5);
     let p = Params::novad_default();
@@ -147,4 +158,17 @@ fn terms_resolved_by_shard_assemble_in_batch_order_and_are_checked() {
     let mut short = outs.clone();
     let gone = short.remove(3).shard;
     assert!(err(short).contains(&format!("logical shard {gone} ")));
+    // a term twice in one document, or spelled out although the vocabulary holds it
+    let mut twice = outs.clone();
+    let first = twice[1].docs[0][0].clone();
+    twice[1].docs[0].push(first);
+    assert!(err(twice).contains("does not fit"));
+    let mut spelled = outs.clone();
+    let held = vocab.term(0).to_string();
+    spelled[2].docs[0].retain(|(t, _)| t != &Term::Known(0));
+    spelled[2].docs[0].push((Term::New(held), 1));
+    assert!(err(spelled).contains("does not fit"));
+    let mut again = outs.clone();
+    again.push(outs[0].clone());
+    assert!(err(again).contains("given twice"));
 }

@@ -288,11 +288,12 @@ impl Model {
         self.step_replicated(docs, judge, &mut Local)
     }
 
-    /// [`Self::step_judged`] with the coding done by `rep` (by logical shard), the judge's
-    /// decision told to it, and the step's topics and refresh plan taken from it when another
-    /// replica works them out ([`Found`]). With [`Local`] this is the single-node step;
-    /// replicas of one model that are given the same batch, the same shard outputs, the same
-    /// `Found` (and the leader's judgement) compute the same new model, bit for bit.
+    /// [`Self::step_judged`] with the tokenising and the coding done by `rep` (by logical
+    /// shard), the judge's decision told to it, and the step's topics and refresh plan taken
+    /// from it when another replica works them out ([`Found`]). With [`Local`] this is the
+    /// single-node step; replicas of one model that are given the same batch, the same shards'
+    /// terms and codes, the same `Found` (and the leader's judgement) compute the same new
+    /// model, bit for bit.
     pub fn step_replicated<D: AsRef<str> + Sync>(
         &self,
         docs: &[D],

@@ -1,16 +1,18 @@
 //! A step's work split by logical shards, so that several replicas of one model can share it:
 //! tokenising (documents resolved against the vocabulary, [`TermJob`]) and coding.
 //!
-//! A step of the ℓ1 model ([`super::Model::step_replicated`]) hands its coding to a
-//! [`Replication`]: a [`CodingJob`] describes the batch and the dictionary; the replication
-//! returns, for every logical shard, the codes of its documents ([`ShardOutput`]). [`Local`]
-//! computes every shard here; a cluster computes each shard on one replica and gathers them
-//! all. The step's emerging topics and the plan of its atom refresh, which do not need the
+//! A step of the ℓ1 model ([`super::Model::step_replicated`]) hands its tokenising and its
+//! coding to a [`Replication`]: a [`TermJob`] describes the batch's texts and the vocabulary,
+//! a [`CodingJob`] the batch's vectors and the dictionary; the replication returns, for every
+//! logical shard, its documents' resolved terms ([`ShardTerms`]) and codes ([`ShardOutput`]).
+//! [`Local`] computes every shard here; a cluster computes each shard on one replica and
+//! gathers them all. The step's emerging topics and the plan of its atom refresh, which do not need the
 //! updated Â, are worked out by one replica while the others run the update, and offered to
 //! them ([`Found`], [`Replication::offer`], [`Replication::found`]). Everything else in the
 //! step is a deterministic function of the model, the batch and these outputs, so replicas
 //! that start from the same model and see the same batch and outputs end with the same model.
 
+use foldhash::{HashSet, HashSetExt};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -125,19 +127,21 @@ impl TermJob<'_> {
     }
 
     /// Every document's resolved terms in batch order. Fails (naming the shard) when a shard
-    /// is missing or repeated, or a document does not fit the vocabulary (a known id past its
-    /// end, a zero count).
+    /// is missing or repeated, or a document does not fit the vocabulary: a known id past its
+    /// end, a new term the vocabulary holds or an empty one, a term twice, a zero count.
     pub fn assemble(&self, outs: Vec<ShardTerms>) -> Result<Vec<Vec<(Term, u32)>>, EngineError> {
         let m = self.vocab.len();
         let bad = |s: usize, what: &str| {
             EngineError::Inconsistent(format!("logical shard {s} of the batch's terms: {what}"))
         };
         let fits = |d: &[(Term, u32)]| {
+            let mut seen: HashSet<&Term> = HashSet::with_capacity(d.len());
             d.iter().all(|(t, c)| {
                 *c > 0
+                    && seen.insert(t)
                     && match t {
                         Term::Known(id) => (*id as usize) < m,
-                        Term::New(t) => !t.is_empty(),
+                        Term::New(t) => !t.is_empty() && self.vocab.id(t).is_none(),
                     }
             })
         };
@@ -185,14 +189,11 @@ pub struct Found {
 /// [`crate::memory::DocMemory::nearest_above`]), in the order asked.
 pub type MemorySearch<'a> = dyn Fn(&[(usize, Option<Floor>)]) -> Vec<Option<Neighbour>> + 'a;
 
-/// How a step's coding is shared among replicas of the model.
+/// How a step's tokenising, coding and more are shared among replicas of the model.
 pub trait Replication {
     /// Every logical shard's documents tokenised and resolved for `job` (in any order; the
-    /// step checks and assembles them). Called once per step, first. [`Local`] and the
-    /// default do every shard here.
-    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
-        Ok(job.run(&(0..LOGICAL_SHARDS).collect::<Vec<_>>()))
-    }
+    /// step checks and assembles them). Called once per step, first.
+    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError>;
 
     /// The outputs of every logical shard for `job` (in any order; the step checks and
     /// assembles them). Called at most once per step, only once the model is bootstrapped.
@@ -261,6 +262,9 @@ pub trait Replication {
 pub struct Local;
 
 impl Replication for Local {
+    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
+        Ok(job.run(&(0..LOGICAL_SHARDS).collect::<Vec<_>>()))
+    }
     fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
         let all: Vec<usize> = (0..LOGICAL_SHARDS).collect();
         Ok(job.run(&all))
