@@ -134,14 +134,21 @@ impl TermJob<'_> {
         let bad = |s: usize, what: &str| {
             EngineError::Inconsistent(format!("logical shard {s} of the batch's terms: {what}"))
         };
-        let fits = |d: &[(Term, u32)]| {
-            let mut seen: HashSet<&Term> = HashSet::with_capacity(d.len());
+        // known ids seen in the document being checked: `stamp[id] == document number + 1`
+        let mut stamp = vec![0u32; m];
+        let mut doc_no = 0u32;
+        let mut fits = |d: &[(Term, u32)]| {
+            doc_no += 1;
+            let mut spelled: HashSet<&str> = HashSet::new();
             d.iter().all(|(t, c)| {
                 *c > 0
-                    && seen.insert(t)
                     && match t {
-                        Term::Known(id) => (*id as usize) < m,
-                        Term::New(t) => !t.is_empty() && self.vocab.id(t).is_none(),
+                        Term::Known(id) => stamp
+                            .get_mut(*id as usize)
+                            .is_some_and(|s| std::mem::replace(s, doc_no) != doc_no),
+                        Term::New(t) => {
+                            !t.is_empty() && self.vocab.id(t).is_none() && spelled.insert(t)
+                        }
                     }
             })
         };
