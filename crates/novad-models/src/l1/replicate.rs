@@ -82,12 +82,7 @@ impl CodingJob<'_> {
             return Err(bad(o.shard as usize, "a code does not fit the dictionary"));
         }
         let parts = outs.into_iter().map(|o| (o.shard as usize, o.codes));
-        by_position(self.vectors.len(), parts).map_err(|gap| match gap {
-            ShardGap::Unknown(s) => bad(s, "no such shard"),
-            ShardGap::Twice(s) => bad(s, "given twice"),
-            ShardGap::Missing(s) => bad(s, "missing"),
-            ShardGap::Count(s) => bad(s, "wrong number of codes"),
-        })
+        by_position(self.vectors.len(), parts).map_err(|gap| gap_error(gap, "codes", bad))
     }
 }
 
@@ -159,12 +154,18 @@ impl TermJob<'_> {
             ));
         }
         let parts = outs.into_iter().map(|o| (o.shard as usize, o.docs));
-        by_position(self.texts.len(), parts).map_err(|gap| match gap {
-            ShardGap::Unknown(s) => bad(s, "no such shard"),
-            ShardGap::Twice(s) => bad(s, "given twice"),
-            ShardGap::Missing(s) => bad(s, "missing"),
-            ShardGap::Count(s) => bad(s, "wrong number of documents"),
-        })
+        by_position(self.texts.len(), parts).map_err(|gap| gap_error(gap, "documents", bad))
+    }
+}
+
+/// The error for lists by shard that do not make up a batch (`values`: what a shard lists),
+/// made by `bad(shard, what)`.
+fn gap_error(gap: ShardGap, values: &str, bad: impl Fn(usize, &str) -> EngineError) -> EngineError {
+    match gap {
+        ShardGap::Unknown(s) => bad(s, "no such shard"),
+        ShardGap::Twice(s) => bad(s, "given twice"),
+        ShardGap::Missing(s) => bad(s, "missing"),
+        ShardGap::Count(s) => bad(s, &format!("wrong number of {values}")),
     }
 }
 
