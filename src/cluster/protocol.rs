@@ -225,42 +225,36 @@ pub(super) fn gather_terms(
     replies: Vec<Reply>,
     timestep: u64,
 ) -> Result<Vec<ShardTerms>, EngineError> {
-    let (mark, mut all) = match lead {
-        Lead::Terms { vocab, outs } => (vocab, outs),
-        Lead::Abort => return Err(broken("the leader abandoned the step".into())),
-        other => return Err(broken(format!("expected terms, got {}", other.name()))),
-    };
-    for (i, r) in replies.into_iter().enumerate() {
-        match r {
-            Reply::Terms {
-                timestep: t,
-                vocab,
-                outs,
-            } if t == timestep && vocab == mark => all.extend(outs),
-            Reply::Terms {
+    if let Lead::Terms { vocab: mark, .. } = &lead {
+        for (i, r) in replies.iter().enumerate() {
+            if let Reply::Terms {
                 timestep: t, vocab, ..
-            } if t == timestep => {
-                return Err(broken(format!(
-                    "worker {}'s vocabulary (terms, documents seen) is at {vocab:?}, the \
-                     leader's at {mark:?}",
-                    i + 1
-                )))
-            }
-            Reply::Terms { timestep: t, .. } => {
-                return Err(broken(format!(
-                    "worker {} holds the model at timestep {t}, the step is at {timestep}",
-                    i + 1
-                )))
-            }
-            _ => {
-                return Err(broken(format!(
-                    "worker {} did not take part in the step's terms",
-                    i + 1
-                )))
+            } = r
+            {
+                if *t == timestep && vocab != mark {
+                    return Err(broken(format!(
+                        "worker {}'s vocabulary (terms, documents seen) is at {vocab:?}, the \
+                         leader's at {mark:?}",
+                        i + 1
+                    )));
+                }
             }
         }
     }
-    Ok(all)
+    gather_parts(
+        lead,
+        replies,
+        timestep,
+        "terms",
+        |l| match l {
+            Lead::Terms { outs, .. } => Ok(outs),
+            other => Err(other),
+        },
+        |r| match r {
+            Reply::Terms { timestep, outs, .. } => Some((timestep, outs)),
+            _ => None,
+        },
+    )
 }
 
 /// One worker's part of a search round.
@@ -750,6 +744,39 @@ mod tests {
                 "{peers}: {seen:?}"
             );
         }
+    }
+
+    /// A terms round takes every worker's shards; a replica at another timestep, with
+    /// another vocabulary or not in the round is named, and the leader's abort is told.
+    #[test]
+    fn a_terms_round_names_a_stale_or_absent_worker() {
+        let part = |shard: u32| ShardTerms {
+            shard,
+            docs: vec![vec![]],
+        };
+        let lead = || Lead::Terms {
+            vocab: [10, 4],
+            outs: vec![part(0)],
+        };
+        let reply = |timestep, vocab| Reply::Terms {
+            timestep,
+            vocab,
+            outs: vec![part(1)],
+        };
+        let ok = gather_terms(lead(), vec![reply(5, [10, 4])], 5).unwrap();
+        assert_eq!(ok, vec![part(0), part(1)]);
+        let err = |lead: Lead, r: Reply| gather_terms(lead, vec![r], 5).unwrap_err().to_string();
+        let e = err(lead(), reply(5, [11, 4]));
+        assert!(
+            e.contains("worker 1's vocabulary") && e.contains("[11, 4]"),
+            "{e}"
+        );
+        let e = err(lead(), reply(4, [10, 4]));
+        assert!(e.contains("worker 1 holds the model at timestep 4"), "{e}");
+        let e = err(lead(), Reply::Idle);
+        assert!(e.contains("did not take part in the step's terms"), "{e}");
+        let e = err(Lead::Abort, reply(5, [10, 4]));
+        assert!(e.contains("abandoned"), "{e}");
     }
 
     #[test]
