@@ -6,8 +6,9 @@
 //! O(batch), independent of how much is stored); [`DocMemory::apply`] carries it out. A caller
 //! can persist the plan's parts first and apply it only once they are committed.
 
+use foldhash::{HashMap, HashMapExt};
 use rayon::prelude::*;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::share::Share;
 use super::{DocRef, Eviction, MemoryError, MemoryParams, TermVector};
@@ -72,6 +73,9 @@ pub struct DocMemory {
     pub(crate) slots: Vec<Option<StoredDoc>>,
     pub(crate) order: VecDeque<u32>,
     pub(crate) free: BTreeSet<u32>,
+    /// By term key. The keys are hashes already; every query looks up each of its terms, so
+    /// the map hashes with foldhash (seeded per process) rather than SipHash. Nothing depends
+    /// on the map's order.
     pub(crate) postings: HashMap<u64, Postings>,
     pub(crate) bytes: u64,
     pub(crate) live: usize,
