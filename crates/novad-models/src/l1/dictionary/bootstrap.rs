@@ -203,24 +203,26 @@ pub(crate) fn spherical_kmeans(
     let m = terms.len();
     let vecs: Vec<Vec<(u32, f64)>> = cand.iter().map(|&j| local(unit(&docs[j]))).collect();
     let k = seeds.len();
-    let mut cents: Vec<Vec<f64>> = seeds
+    let mut cents: Vec<Centroid> = seeds
         .iter()
-        .map(|&j| {
-            let mut c = vec![0.0; m];
-            for (i, v) in local(unit(&docs[j])) {
-                c[i as usize] = v;
-            }
-            c
-        })
+        .map(|&j| Centroid::new(m, local(unit(&docs[j]))))
         .collect();
-    // term-major copy for cache-friendly dot products, rewritten every iteration
+    // term-major copy for cache-friendly dot products: the non-zeros of the current
+    // centroids, every other entry 0 (`written`: the entries set, cleared before the next)
     let mut tm = vec![0.0f64; m * k];
+    let mut written: Vec<usize> = Vec::new();
+    let mut mark = vec![false; m];
     for _ in 0..iterations {
-        tm.fill(0.0);
+        for &at in &written {
+            tm[at] = 0.0;
+        }
+        written.clear();
         for (c, cent) in cents.iter().enumerate() {
-            for (i, &v) in cent.iter().enumerate() {
+            for &i in &cent.support {
+                let v = cent.value[i as usize];
                 if v != 0.0 {
-                    tm[i * k + c] = v;
+                    tm[i as usize * k + c] = v;
+                    written.push(i as usize * k + c);
                 }
             }
         }
@@ -242,26 +244,85 @@ pub(crate) fn spherical_kmeans(
                 best
             })
             .collect();
-        let mut sums = vec![vec![0.0f64; 0]; k];
         for (v, &c) in vecs.iter().zip(&assign) {
-            if sums[c].is_empty() {
-                sums[c] = vec![0.0; m];
-            }
-            for &(i, x) in v {
-                sums[c][i as usize] += x;
-            }
+            cents[c].add(v);
         }
-        for (c, s) in sums.into_iter().enumerate() {
-            let n = s.iter().map(|v| v * v).sum::<f64>().sqrt();
-            if n > 0.0 {
-                cents[c] = s.into_iter().map(|v| v / n).collect();
-            }
+        for cent in &mut cents {
+            cent.renormalise(&mut mark);
         }
     }
     cents
         .into_iter()
-        .map(|c| terms.iter().map(|&t| t as usize).zip(c).collect())
+        .map(|c| terms.iter().map(|&t| t as usize).zip(c.value).collect())
         .collect()
+}
+
+/// A centroid of [`spherical_kmeans`]: dense over the local terms, non-zero only on
+/// `support` (ascending), with the sum of the members assigned to it in this iteration
+/// (`sum`: zeros except at `touched`). Each iteration then touches the centroid's and its
+/// members' entries only, not all m, with the arithmetic of dense loops: the same sums in the
+/// same order (the entries left out are exact zeros).
+struct Centroid {
+    value: Vec<f64>,
+    support: Vec<u32>,
+    sum: Vec<f64>,
+    touched: Vec<u32>,
+}
+
+impl Centroid {
+    fn new(m: usize, entries: Vec<(u32, f64)>) -> Centroid {
+        let mut value = vec![0.0; m];
+        for &(i, v) in &entries {
+            value[i as usize] = v;
+        }
+        Centroid {
+            value,
+            support: entries.into_iter().map(|(i, _)| i).collect(),
+            sum: vec![0.0; m],
+            touched: Vec::new(),
+        }
+    }
+
+    /// Add a member (local term, weight) to this iteration's sum.
+    fn add(&mut self, v: &[(u32, f64)]) {
+        for &(i, x) in v {
+            self.sum[i as usize] += x;
+            self.touched.push(i);
+        }
+    }
+
+    /// The centroid becomes its members' sum over its ℓ2 norm (the norm summed by ascending
+    /// term, as over all m: zeros add nothing); without members (or a zero sum) it stays.
+    /// The sum is reset for the next iteration. `mark` is all false on entry and on return.
+    fn renormalise(&mut self, mark: &mut [bool]) {
+        if self.touched.is_empty() {
+            return;
+        }
+        let t = &mut self.touched;
+        t.retain(|&i| !std::mem::replace(&mut mark[i as usize], true));
+        t.sort_unstable();
+        for &i in t.iter() {
+            mark[i as usize] = false;
+        }
+        let n = t
+            .iter()
+            .map(|&i| self.sum[i as usize] * self.sum[i as usize])
+            .sum::<f64>()
+            .sqrt();
+        if n > 0.0 {
+            for &i in &self.support {
+                self.value[i as usize] = 0.0;
+            }
+            for &i in t.iter() {
+                self.value[i as usize] = self.sum[i as usize] / n;
+            }
+            std::mem::swap(&mut self.support, t);
+        }
+        for &i in self.support.iter().chain(self.touched.iter()) {
+            self.sum[i as usize] = 0.0;
+        }
+        self.touched.clear();
+    }
 }
 
 /// The batch A-step (Algorithm 6): approximately solve min_{A ∈ 𝒜} ‖P − A X‖₁ by `iters`
@@ -473,4 +534,165 @@ fn bootstrap_rows(
         a = a_step(&p, &x, &a, coding.phi, coding.gamma, params.a_step_iter);
     }
     a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// The k-means as first written, every loop over all k × m entries: the oracle the
+    /// support-tracking version must equal bit for bit.
+    fn dense_kmeans(
+        docs: &[SparseDoc],
+        cand: &[usize],
+        seeds: &[usize],
+        m: usize,
+        iterations: u32,
+    ) -> Vec<Vec<(usize, f64)>> {
+        let unit = |d: &SparseDoc| -> Vec<(u32, f64)> {
+            let n = d.vals.iter().map(|v| v * v).sum::<f64>().sqrt();
+            d.ids
+                .iter()
+                .zip(&d.vals)
+                .map(|(&i, &v)| (i, v / n))
+                .collect()
+        };
+        // Every centroid lives on the terms of the candidates and seeds: the iterations run over
+        // those terms only (ascending, so every sum visits its non-zeros in the same order as over
+        // all m terms, and the result is the same bit for bit).
+        let mut terms: Vec<u32> = cand
+            .iter()
+            .chain(seeds)
+            .flat_map(|&j| docs[j].ids.iter().copied())
+            .filter(|&i| (i as usize) < m)
+            .collect();
+        terms.sort_unstable();
+        terms.dedup();
+        let local = |v: Vec<(u32, f64)>| -> Vec<(u32, f64)> {
+            v.into_iter()
+                .filter_map(|(i, x)| terms.binary_search(&i).ok().map(|l| (l as u32, x)))
+                .collect()
+        };
+        let m = terms.len();
+        let vecs: Vec<Vec<(u32, f64)>> = cand.iter().map(|&j| local(unit(&docs[j]))).collect();
+        let k = seeds.len();
+        let mut cents: Vec<Vec<f64>> = seeds
+            .iter()
+            .map(|&j| {
+                let mut c = vec![0.0; m];
+                for (i, v) in local(unit(&docs[j])) {
+                    c[i as usize] = v;
+                }
+                c
+            })
+            .collect();
+        // term-major copy for cache-friendly dot products, rewritten every iteration
+        let mut tm = vec![0.0f64; m * k];
+        for _ in 0..iterations {
+            tm.fill(0.0);
+            for (c, cent) in cents.iter().enumerate() {
+                for (i, &v) in cent.iter().enumerate() {
+                    if v != 0.0 {
+                        tm[i * k + c] = v;
+                    }
+                }
+            }
+            let assign: Vec<usize> = vecs
+                .par_iter()
+                .map(|v| {
+                    let mut s = vec![0.0f64; k];
+                    for &(i, x) in v {
+                        for (sc, &cv) in s.iter_mut().zip(&tm[i as usize * k..(i as usize + 1) * k])
+                        {
+                            *sc += x * cv;
+                        }
+                    }
+                    let mut best = 0;
+                    for c in 1..k {
+                        if s[c] > s[best] {
+                            best = c;
+                        }
+                    }
+                    best
+                })
+                .collect();
+            let mut sums = vec![vec![0.0f64; 0]; k];
+            for (v, &c) in vecs.iter().zip(&assign) {
+                if sums[c].is_empty() {
+                    sums[c] = vec![0.0; m];
+                }
+                for &(i, x) in v {
+                    sums[c][i as usize] += x;
+                }
+            }
+            for (c, s) in sums.into_iter().enumerate() {
+                let n = s.iter().map(|v| v * v).sum::<f64>().sqrt();
+                if n > 0.0 {
+                    cents[c] = s.into_iter().map(|v| v / n).collect();
+                }
+            }
+        }
+        cents
+            .into_iter()
+            .map(|c| terms.iter().map(|&t| t as usize).zip(c).collect())
+            .collect()
+    }
+
+    /// Random documents over `m` terms, some sharing a topic's terms, a few empty.
+    fn documents(n: usize, m: u32, seed: u64) -> Vec<SparseDoc> {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        (0..n)
+            .map(|j| {
+                if j % 17 == 5 {
+                    return SparseDoc::default();
+                }
+                let topic = rng.random_range(0..4u32) * (m / 4);
+                let mut ids: Vec<u32> = Vec::new();
+                for t in 0..16 {
+                    ids.push(if t < 12 {
+                        topic + rng.random_range(0..m / 4)
+                    } else {
+                        rng.random_range(0..m)
+                    });
+                }
+                ids.sort_unstable();
+                ids.dedup();
+                let vals = ids.iter().map(|_| rng.random_range(0.05..1.0)).collect();
+                SparseDoc { ids, vals }
+            })
+            .collect()
+    }
+
+    /// Centroids equal the dense loops' bit for bit: seeds of several sizes (more than the
+    /// topics, so some clusters lose every member and keep their centroid), candidates that
+    /// leave terms out, zero and several iterations, a term range past `m`.
+    #[test]
+    fn kmeans_equals_the_dense_loops_bit_for_bit() {
+        let mut kept = 0;
+        for (seed, n, m, k, iterations) in [
+            (1, 60, 200, 3, 10),
+            (2, 200, 400, 20, 10),
+            (3, 40, 100, 12, 5),
+            (4, 30, 80, 6, 0),
+        ] {
+            let docs = documents(n, m, seed);
+            let cand: Vec<usize> = (0..n).filter(|j| j % 3 != 1).collect();
+            let seeds: Vec<usize> = (0..k).map(|c| (c * 7 + 2) % n).collect();
+            let got = spherical_kmeans(&docs, &cand, &seeds, m as usize - 10, iterations);
+            let want = dense_kmeans(&docs, &cand, &seeds, m as usize - 10, iterations);
+            assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(&want) {
+                let bits = |c: &[(usize, f64)]| -> Vec<(usize, u64)> {
+                    c.iter().map(|&(i, v)| (i, v.to_bits())).collect()
+                };
+                assert_eq!(bits(g), bits(w), "seed {seed}");
+            }
+            // some centroid kept its seed (an empty cluster) in the larger runs
+            let firsts: Vec<Vec<(usize, f64)>> =
+                spherical_kmeans(&docs, &cand, &seeds, m as usize - 10, 0);
+            kept += got.iter().zip(&firsts).filter(|(g, f)| g == f).count();
+        }
+        assert!(kept > 4, "the data must leave some clusters empty ({kept})");
+    }
 }
