@@ -258,7 +258,7 @@ pub(crate) fn spherical_kmeans(
 }
 
 /// A centroid of [`spherical_kmeans`]: dense over the local terms, non-zero only on
-/// `support` (ascending), with the sum of the members assigned to it in this iteration
+/// `support`, with the sum of the members assigned to it in this iteration
 /// (`sum`: zeros except at `touched`). Each iteration then touches the centroid's and its
 /// members' entries only, not all m, with the arithmetic of dense loops: the same sums in the
 /// same order (the entries left out are exact zeros).
@@ -688,11 +688,12 @@ mod tests {
                 };
                 assert_eq!(bits(g), bits(w), "seed {seed}");
             }
-            // some centroid kept its seed (an empty cluster) in the larger runs
-            let firsts: Vec<Vec<(usize, f64)>> =
-                spherical_kmeans(&docs, &cand, &seeds, m as usize - 10, 0);
-            kept += got.iter().zip(&firsts).filter(|(g, f)| g == f).count();
+            // a centroid that lost every member keeps its seed (runs that iterate only)
+            if iterations > 0 {
+                let firsts = spherical_kmeans(&docs, &cand, &seeds, m as usize - 10, 0);
+                kept += got.iter().zip(&firsts).filter(|(g, f)| g == f).count();
+            }
         }
-        assert!(kept > 4, "the data must leave some clusters empty ({kept})");
+        assert!(kept > 0, "the data must leave some cluster empty");
     }
 }

@@ -99,11 +99,13 @@ pub fn resize_cols(a: &Array2<f32>, n: usize) -> Array2<f32> {
 /// The batch as an `m × n` CSR matrix (rows = terms, columns = documents). Every id must be
 /// `< m`. Documents with strictly increasing ids (as [`SparseDoc`]s are built) are placed by
 /// a counting sort over rows, O(m + non-zeros): documents are visited in order, so each row's
-/// columns come out ascending. Any other document (ids repeated or out of order) sends the
-/// batch through sprs's triplet conversion, which sums repeated entries; both give the same
-/// matrix.
+/// columns come out ascending. Any other document (ids repeated or out of order, or not one
+/// value per id) sends the batch through sprs's triplet conversion, which sums repeated
+/// entries; both give the same matrix.
 pub fn docs_to_csr(docs: &[SparseDoc], m: usize) -> CsMat<f64> {
-    let increasing = docs.iter().all(|d| d.ids.windows(2).all(|w| w[0] < w[1]));
+    let increasing = docs
+        .iter()
+        .all(|d| d.ids.len() == d.vals.len() && d.ids.windows(2).all(|w| w[0] < w[1]));
     if !increasing {
         return triplets_to_csr(docs, m);
     }
@@ -179,7 +181,7 @@ mod tests {
     #[test]
     fn the_batch_matrix_equals_the_triplet_conversion() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        for (n, m) in [(0, 5), (1, 1), (40, 300), (200, 50)] {
+        for (n, m) in [(0, 5), (3, 0), (1, 1), (40, 300), (200, 50)] {
             let docs: Vec<SparseDoc> = (0..n)
                 .map(|_| {
                     let ids: Vec<u32> = (0..m as u32).filter(|_| rng.random_bool(0.1)).collect();
