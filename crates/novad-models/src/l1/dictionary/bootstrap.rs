@@ -176,37 +176,81 @@ pub(crate) fn spherical_kmeans(
     m: usize,
     iterations: u32,
 ) -> Vec<Vec<(usize, f64)>> {
-    let unit = |d: &SparseDoc| -> Vec<(u32, f64)> {
-        let n = d.vals.iter().map(|v| v * v).sum::<f64>().sqrt();
-        d.ids
+    let space = LocalSpace::new(docs, cand, seeds, m);
+    let values = kmeans_iterations(&space.vecs, &space.seeds, space.terms.len(), iterations);
+    space.pairs(values)
+}
+
+/// The documents of a k-means over its local terms: the terms of the candidates and seeds
+/// (below m), ascending, so every sum visits its non-zeros in the same order as over all m
+/// terms and the result is the same bit for bit. Vectors are ℓ2-normalised, by local term.
+struct LocalSpace {
+    terms: Vec<u32>,
+    vecs: Vec<Vec<(u32, f64)>>,
+    seeds: Vec<Vec<(u32, f64)>>,
+}
+
+impl LocalSpace {
+    fn new(docs: &[SparseDoc], cand: &[usize], seeds: &[usize], m: usize) -> LocalSpace {
+        let mut terms: Vec<u32> = cand
             .iter()
-            .zip(&d.vals)
-            .map(|(&i, &v)| (i, v / n))
+            .chain(seeds)
+            .flat_map(|&j| docs[j].ids.iter().copied())
+            .filter(|&i| (i as usize) < m)
+            .collect();
+        terms.sort_unstable();
+        terms.dedup();
+        let local = |d: &SparseDoc| -> Vec<(u32, f64)> {
+            let n = d.vals.iter().map(|v| v * v).sum::<f64>().sqrt();
+            d.ids
+                .iter()
+                .zip(&d.vals)
+                .filter_map(|(i, &v)| terms.binary_search(i).ok().map(|l| (l as u32, v / n)))
+                .collect()
+        };
+        let vecs = cand.iter().map(|&j| local(&docs[j])).collect();
+        let seeds = seeds.iter().map(|&j| local(&docs[j])).collect();
+        LocalSpace { terms, vecs, seeds }
+    }
+
+    /// Centroids given densely over the local terms as (term, value) pairs over all of them.
+    fn pairs(&self, values: Vec<Vec<f64>>) -> Vec<Vec<(usize, f64)>> {
+        values
+            .into_iter()
+            .map(|c| self.terms.iter().map(|&t| t as usize).zip(c).collect())
             .collect()
-    };
-    // Every centroid lives on the terms of the candidates and seeds: the iterations run over
-    // those terms only (ascending, so every sum visits its non-zeros in the same order as over
-    // all m terms, and the result is the same bit for bit).
-    let mut terms: Vec<u32> = cand
-        .iter()
-        .chain(seeds)
-        .flat_map(|&j| docs[j].ids.iter().copied())
-        .filter(|&i| (i as usize) < m)
-        .collect();
-    terms.sort_unstable();
-    terms.dedup();
-    let local = |v: Vec<(u32, f64)>| -> Vec<(u32, f64)> {
-        v.into_iter()
-            .filter_map(|(i, x)| terms.binary_search(&i).ok().map(|l| (l as u32, x)))
-            .collect()
-    };
-    let m = terms.len();
-    let vecs: Vec<Vec<(u32, f64)>> = cand.iter().map(|&j| local(unit(&docs[j]))).collect();
+    }
+}
+
+/// The index of the centroid with the largest dot product with `v` (the first of ties), the
+/// centroids given term-major in `tm` (k values per local term).
+fn nearest_centroid(v: &[(u32, f64)], tm: &[f64], k: usize) -> usize {
+    let mut s = vec![0.0f64; k];
+    for &(i, x) in v {
+        for (sc, &cv) in s.iter_mut().zip(&tm[i as usize * k..(i as usize + 1) * k]) {
+            *sc += x * cv;
+        }
+    }
+    let mut best = 0;
+    for c in 1..k {
+        if s[c] > s[best] {
+            best = c;
+        }
+    }
+    best
+}
+
+/// `iterations` rounds of assigning every vector to its nearest centroid and setting each
+/// centroid with members to their ℓ2-normalised sum (one without members stays), from the
+/// seeds; `m` local terms. Returns the centroids dense over the local terms.
+fn kmeans_iterations(
+    vecs: &[Vec<(u32, f64)>],
+    seeds: &[Vec<(u32, f64)>],
+    m: usize,
+    iterations: u32,
+) -> Vec<Vec<f64>> {
     let k = seeds.len();
-    let mut cents: Vec<Centroid> = seeds
-        .iter()
-        .map(|&j| Centroid::new(m, local(unit(&docs[j]))))
-        .collect();
+    let mut cents: Vec<Centroid> = seeds.iter().map(|s| Centroid::new(m, s)).collect();
     // term-major copy for cache-friendly dot products: the non-zeros of the current
     // centroids, every other entry 0 (`written`: the entries set, cleared before the next)
     let mut tm = vec![0.0f64; m * k];
@@ -228,21 +272,7 @@ pub(crate) fn spherical_kmeans(
         }
         let assign: Vec<usize> = vecs
             .par_iter()
-            .map(|v| {
-                let mut s = vec![0.0f64; k];
-                for &(i, x) in v {
-                    for (sc, &cv) in s.iter_mut().zip(&tm[i as usize * k..(i as usize + 1) * k]) {
-                        *sc += x * cv;
-                    }
-                }
-                let mut best = 0;
-                for c in 1..k {
-                    if s[c] > s[best] {
-                        best = c;
-                    }
-                }
-                best
-            })
+            .map(|v| nearest_centroid(v, &tm, k))
             .collect();
         for (v, &c) in vecs.iter().zip(&assign) {
             cents[c].add(v);
@@ -251,10 +281,7 @@ pub(crate) fn spherical_kmeans(
             cent.renormalise(&mut mark);
         }
     }
-    cents
-        .into_iter()
-        .map(|c| terms.iter().map(|&t| t as usize).zip(c.value).collect())
-        .collect()
+    cents.into_iter().map(|c| c.value).collect()
 }
 
 /// A centroid of [`spherical_kmeans`]: dense over the local terms, non-zero only on
@@ -270,14 +297,14 @@ struct Centroid {
 }
 
 impl Centroid {
-    fn new(m: usize, entries: Vec<(u32, f64)>) -> Centroid {
+    fn new(m: usize, entries: &[(u32, f64)]) -> Centroid {
         let mut value = vec![0.0; m];
-        for &(i, v) in &entries {
+        for &(i, v) in entries {
             value[i as usize] = v;
         }
         Centroid {
             value,
-            support: entries.into_iter().map(|(i, _)| i).collect(),
+            support: entries.iter().map(|&(i, _)| i).collect(),
             sum: vec![0.0; m],
             touched: Vec::new(),
         }
@@ -541,53 +568,25 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
-    /// The k-means as first written, every loop over all k × m entries: the oracle the
-    /// support-tracking version must equal bit for bit.
-    fn dense_kmeans(
-        docs: &[SparseDoc],
-        cand: &[usize],
-        seeds: &[usize],
+    /// The k-means iterations as first written, every loop over all k × m entries: the oracle
+    /// the support-tracking version must equal bit for bit.
+    fn dense_iterations(
+        vecs: &[Vec<(u32, f64)>],
+        seeds: &[Vec<(u32, f64)>],
         m: usize,
         iterations: u32,
-    ) -> Vec<Vec<(usize, f64)>> {
-        let unit = |d: &SparseDoc| -> Vec<(u32, f64)> {
-            let n = d.vals.iter().map(|v| v * v).sum::<f64>().sqrt();
-            d.ids
-                .iter()
-                .zip(&d.vals)
-                .map(|(&i, &v)| (i, v / n))
-                .collect()
-        };
-        // Every centroid lives on the terms of the candidates and seeds: the iterations run over
-        // those terms only (ascending, so every sum visits its non-zeros in the same order as over
-        // all m terms, and the result is the same bit for bit).
-        let mut terms: Vec<u32> = cand
-            .iter()
-            .chain(seeds)
-            .flat_map(|&j| docs[j].ids.iter().copied())
-            .filter(|&i| (i as usize) < m)
-            .collect();
-        terms.sort_unstable();
-        terms.dedup();
-        let local = |v: Vec<(u32, f64)>| -> Vec<(u32, f64)> {
-            v.into_iter()
-                .filter_map(|(i, x)| terms.binary_search(&i).ok().map(|l| (l as u32, x)))
-                .collect()
-        };
-        let m = terms.len();
-        let vecs: Vec<Vec<(u32, f64)>> = cand.iter().map(|&j| local(unit(&docs[j]))).collect();
+    ) -> Vec<Vec<f64>> {
         let k = seeds.len();
         let mut cents: Vec<Vec<f64>> = seeds
             .iter()
-            .map(|&j| {
+            .map(|s| {
                 let mut c = vec![0.0; m];
-                for (i, v) in local(unit(&docs[j])) {
+                for &(i, v) in s {
                     c[i as usize] = v;
                 }
                 c
             })
             .collect();
-        // term-major copy for cache-friendly dot products, rewritten every iteration
         let mut tm = vec![0.0f64; m * k];
         for _ in 0..iterations {
             tm.fill(0.0);
@@ -598,25 +597,7 @@ mod tests {
                     }
                 }
             }
-            let assign: Vec<usize> = vecs
-                .par_iter()
-                .map(|v| {
-                    let mut s = vec![0.0f64; k];
-                    for &(i, x) in v {
-                        for (sc, &cv) in s.iter_mut().zip(&tm[i as usize * k..(i as usize + 1) * k])
-                        {
-                            *sc += x * cv;
-                        }
-                    }
-                    let mut best = 0;
-                    for c in 1..k {
-                        if s[c] > s[best] {
-                            best = c;
-                        }
-                    }
-                    best
-                })
-                .collect();
+            let assign: Vec<usize> = vecs.iter().map(|v| nearest_centroid(v, &tm, k)).collect();
             let mut sums = vec![vec![0.0f64; 0]; k];
             for (v, &c) in vecs.iter().zip(&assign) {
                 if sums[c].is_empty() {
@@ -634,9 +615,6 @@ mod tests {
             }
         }
         cents
-            .into_iter()
-            .map(|c| terms.iter().map(|&t| t as usize).zip(c).collect())
-            .collect()
     }
 
     /// Random documents over `m` terms, some sharing a topic's terms, a few empty.
@@ -679,18 +657,23 @@ mod tests {
             let docs = documents(n, m, seed);
             let cand: Vec<usize> = (0..n).filter(|j| j % 3 != 1).collect();
             let seeds: Vec<usize> = (0..k).map(|c| (c * 7 + 2) % n).collect();
-            let got = spherical_kmeans(&docs, &cand, &seeds, m as usize - 10, iterations);
-            let want = dense_kmeans(&docs, &cand, &seeds, m as usize - 10, iterations);
-            assert_eq!(got.len(), want.len());
-            for (g, w) in got.iter().zip(&want) {
-                let bits = |c: &[(usize, f64)]| -> Vec<(usize, u64)> {
-                    c.iter().map(|&(i, v)| (i, v.to_bits())).collect()
-                };
-                assert_eq!(bits(g), bits(w), "seed {seed}");
-            }
+            let space = LocalSpace::new(&docs, &cand, &seeds, m as usize - 10);
+            let local = space.terms.len();
+            let got = kmeans_iterations(&space.vecs, &space.seeds, local, iterations);
+            let want = dense_iterations(&space.vecs, &space.seeds, local, iterations);
+            let bits = |c: &[Vec<f64>]| -> Vec<Vec<u64>> {
+                c.iter()
+                    .map(|v| v.iter().map(|x| x.to_bits()).collect())
+                    .collect()
+            };
+            assert_eq!(bits(&got), bits(&want), "seed {seed}");
+            assert_eq!(
+                spherical_kmeans(&docs, &cand, &seeds, m as usize - 10, iterations),
+                space.pairs(got.clone())
+            );
             // a centroid that lost every member keeps its seed (runs that iterate only)
             if iterations > 0 {
-                let firsts = spherical_kmeans(&docs, &cand, &seeds, m as usize - 10, 0);
+                let firsts = kmeans_iterations(&space.vecs, &space.seeds, local, 0);
                 kept += got.iter().zip(&firsts).filter(|(g, f)| g == f).count();
             }
         }
