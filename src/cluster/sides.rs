@@ -74,17 +74,16 @@ impl Leader {
             self.load(engine)?;
         }
         self.in_sync = false;
-        let before = self.gather.borrow().traffic();
-        let t0 = Instant::now();
         // the batch goes out while the leader tokenises its shards; the terms round finishes it
-        self.gather.borrow_mut().begin(encode(&Lead::Step {
-            timestep: engine.timestep(),
-            docs: texts.iter().map(|t| t.to_string()).collect(),
-            times: times.to_vec(),
-            judged: engine.hybrid().is_some(),
-        }));
-        let docs_seconds = t0.elapsed().as_secs_f64();
-        let docs_bytes = self.gather.borrow().traffic() - before;
+        let docs = metered(&self.gather, || {
+            self.gather.borrow_mut().begin(encode(&Lead::Step {
+                timestep: engine.timestep(),
+                docs: texts.iter().map(|t| t.to_string()).collect(),
+                times: times.to_vec(),
+                judged: engine.hybrid().is_some(),
+            }))
+        });
+        let (docs_seconds, docs_bytes) = (docs.seconds, docs.bytes);
         let mut side = LeaderSide {
             gather: Rc::clone(&self.gather),
             timestep: engine.timestep(),
@@ -206,37 +205,66 @@ struct LeaderSide {
     figures: Figures,
 }
 
+impl LeaderSide {
+    /// The logical shards the leader tokenises and codes.
+    fn shards(&self) -> Vec<usize> {
+        let g = self.gather.borrow();
+        my_shards(g.index(), g.peers())
+    }
+
+    /// A round that carries `lead` from the leader, metered.
+    fn round(&self, lead: &Lead) -> Metered<Vec<Vec<u8>>> {
+        metered(&self.gather, || {
+            self.gather.borrow_mut().round(encode(lead))
+        })
+    }
+}
+
+/// A value with what producing it cost the leader: wall seconds and the bytes its process sent
+/// and received meanwhile.
+struct Metered<T> {
+    value: T,
+    seconds: f64,
+    bytes: u64,
+}
+
+/// `f()` (an exchange through `gather`, which `f` borrows itself), timed and its traffic counted.
+fn metered<T>(gather: &RefCell<Gather>, f: impl FnOnce() -> T) -> Metered<T> {
+    let before = gather.borrow().traffic();
+    let t0 = Instant::now();
+    let value = f();
+    Metered {
+        value,
+        seconds: t0.elapsed().as_secs_f64(),
+        bytes: gather.borrow().traffic() - before,
+    }
+}
+
 impl Replication for LeaderSide {
     fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
-        let mut g = self.gather.borrow_mut();
         let t0 = Instant::now();
-        let outs = job.run(&my_shards(g.index(), g.peers()));
+        let outs = job.run(&self.shards());
         self.figures.terms_seconds = t0.elapsed().as_secs_f64();
-        let before = g.traffic();
-        let t1 = Instant::now();
-        let round = g.round(encode(&Lead::Terms {
+        let round = self.round(&Lead::Terms {
             vocab: vocab_mark(job),
             outs,
-        }));
-        self.figures.terms_exchange_seconds = t1.elapsed().as_secs_f64();
-        self.figures.terms_bytes = g.traffic() - before;
-        let (lead, replies) = decode(&round)?;
+        });
+        self.figures.terms_exchange_seconds = round.seconds;
+        self.figures.terms_bytes = round.bytes;
+        let (lead, replies) = decode(&round.value)?;
         gather_terms(lead, replies, job.timestep)
     }
 
     fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
-        let mut g = self.gather.borrow_mut();
         let t0 = Instant::now();
-        let outs = job.run(&my_shards(g.index(), g.peers()));
+        let outs = job.run(&self.shards());
         self.figures.code_seconds = t0.elapsed().as_secs_f64();
-        let before = g.traffic();
-        let t1 = Instant::now();
-        let round = g.round(encode(&Lead::Shards(outs)));
-        self.figures.exchange_seconds = t1.elapsed().as_secs_f64();
-        self.figures.outputs_bytes = g.traffic() - before;
-        let (lead, replies) = decode(&round)?;
+        let round = self.round(&Lead::Shards(outs));
+        self.figures.exchange_seconds = round.seconds;
+        self.figures.outputs_bytes = round.bytes;
+        let (lead, replies) = decode(&round.value)?;
         let all = gather_outputs(lead, replies, job.timestep)?;
-        self.figures.codes_bytes = round.iter().map(|b| b.len() as u64).sum();
+        self.figures.codes_bytes = round.value.iter().map(|b| b.len() as u64).sum();
         Ok(all)
     }
 
@@ -247,8 +275,6 @@ impl Replication for LeaderSide {
         shards: u64,
         search: &MemorySearch<'_>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
-        let before = self.gather.borrow().traffic();
-        let t0 = Instant::now();
         let own = std::cell::Cell::new(0.0);
         let timed = |at: &[(usize, Option<Floor>)]| {
             let t = Instant::now();
@@ -256,11 +282,13 @@ impl Replication for LeaderSide {
             own.set(own.get() + t.elapsed().as_secs_f64());
             near
         };
-        let near = search_round(&self.gather, n, self.timestep, memory, shards, &timed);
-        self.figures.search_seconds = t0.elapsed().as_secs_f64();
+        let near = metered(&self.gather, || {
+            search_round(&self.gather, n, self.timestep, memory, shards, &timed)
+        });
+        self.figures.search_seconds = near.seconds;
         self.figures.search_own_seconds = own.get();
-        self.figures.search_bytes = self.gather.borrow().traffic() - before;
-        near
+        self.figures.search_bytes = near.bytes;
+        near.value
     }
 
     fn finds(&self) -> bool {
@@ -275,13 +303,12 @@ impl Replication for LeaderSide {
     }
 
     fn found(&mut self, mine: Option<Found>) -> Result<Found, EngineError> {
-        let mut g = self.gather.borrow_mut();
-        let before = g.traffic();
-        let t0 = Instant::now();
-        let found = finish_found(&mut g, mine, self.timestep);
-        self.figures.topics_wait_seconds = t0.elapsed().as_secs_f64();
-        self.figures.topics_bytes = g.traffic() - before;
-        found
+        let found = metered(&self.gather, || {
+            finish_found(&mut self.gather.borrow_mut(), mine, self.timestep)
+        });
+        self.figures.topics_wait_seconds = found.seconds;
+        self.figures.topics_bytes = found.bytes;
+        found.value
     }
 
     fn judged(&mut self, j: &Result<Judgement, EngineError>) -> Result<(), EngineError> {
@@ -289,10 +316,7 @@ impl Replication for LeaderSide {
             Ok(v) => Ok(v.clone()),
             Err(e) => Err(e.to_string()),
         };
-        let mut g = self.gather.borrow_mut();
-        let before = g.traffic();
-        g.round(encode(&Lead::Judgement(sent)));
-        self.figures.judgement_bytes = g.traffic() - before;
+        self.figures.judgement_bytes = self.round(&Lead::Judgement(sent)).bytes;
         Ok(())
     }
 }
