@@ -228,7 +228,7 @@ pub fn memory_batch(
     let vectors: Vec<TermVector> = b
         .vectors
         .par_iter()
-        .map(|v| TermVector::from_sparse(v, |id| b.vocab.term(id)))
+        .map(|v| TermVector::from_keyed(v, |id| b.vocab.key(id)))
         .collect();
     if vectors.len() != b.scores.len() || times.len() != b.scores.len() {
         return Err(EngineError::Inconsistent(format!(

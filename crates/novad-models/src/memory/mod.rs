@@ -143,12 +143,18 @@ impl TermVector {
     /// model term id. Zero or non-finite weights are dropped; an all-zero document gives an
     /// empty vector.
     pub fn from_sparse<'a>(doc: &SparseDoc, term: impl Fn(u32) -> &'a str) -> TermVector {
+        TermVector::from_keyed(doc, |id| term_key(term(id)))
+    }
+
+    /// [`Self::from_sparse`] given each term id's key (`key(id) = term_key(term(id))`, e.g.
+    /// [`crate::text::Vocabulary::key`]) instead of its string.
+    pub fn from_keyed(doc: &SparseDoc, key: impl Fn(u32) -> u64) -> TermVector {
         let pairs: Vec<(u64, f64)> = doc
             .ids
             .iter()
             .zip(&doc.vals)
             .filter(|(_, v)| v.is_finite() && **v > 0.0)
-            .map(|(&id, &v)| (term_key(term(id)), v))
+            .map(|(&id, &v)| (key(id), v))
             .collect();
         TermVector::from_pairs(pairs)
     }

@@ -5,6 +5,8 @@ use rayon::prelude::*;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::memory::term_key;
+
 /// A document's distinct term resolved against a vocabulary ([`Vocabulary::resolve`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Term {
@@ -32,10 +34,14 @@ pub const EVICTED: u32 = u32::MAX;
 /// indexed by term.
 ///
 /// Terms are shared strings: cloning a vocabulary (once per step) copies pointers, not text.
+/// Each term's memory key ([`term_key`]) is kept beside it (`keys[id]`), so that a batch's
+/// vectors are keyed for the document memory without reading or hashing the strings again.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(from = "VocabRepr")]
 pub struct Vocabulary {
     terms: Vec<Arc<str>>,
+    /// `term_key(terms[id])`, derived (not stored).
+    keys: Vec<u64>,
     df: Vec<u64>,
     last_seen: Vec<u64>,
     docs_seen: u64,
@@ -81,6 +87,7 @@ impl From<VocabRepr> for Vocabulary {
             .map(|(i, t)| (t.clone(), i as u32))
             .collect();
         Vocabulary {
+            keys: terms.iter().map(|t| term_key(t)).collect(),
             terms,
             df: r.df,
             last_seen: r.last_seen,
@@ -139,6 +146,7 @@ impl Vocabulary {
     pub fn new(max_terms: usize) -> Self {
         Vocabulary {
             terms: Vec::new(),
+            keys: Vec::new(),
             df: Vec::new(),
             last_seen: Vec::new(),
             docs_seen: 0,
@@ -165,6 +173,10 @@ impl Vocabulary {
     }
     pub fn term(&self, id: u32) -> &str {
         &self.terms[id as usize]
+    }
+    /// The document memory's key of term `id`: `term_key(self.term(id))`.
+    pub fn key(&self, id: u32) -> u64 {
+        self.keys[id as usize]
     }
     pub fn df(&self, id: u32) -> u64 {
         self.df[id as usize]
@@ -195,6 +207,7 @@ impl Vocabulary {
             if v.index.insert(t.clone(), v.terms.len() as u32).is_some() {
                 return Err(format!("term `{t}` appears twice"));
             }
+            v.keys.push(term_key(&t));
             v.terms.push(t);
             v.df.push(d);
             v.last_seen.push(l);
@@ -275,6 +288,7 @@ impl Vocabulary {
                         None => {
                             let id = self.terms.len() as u32;
                             let t: Arc<str> = Arc::from(t);
+                            self.keys.push(term_key(&t));
                             self.terms.push(t.clone());
                             self.df.push(0);
                             self.last_seen.push(timestep);
@@ -361,6 +375,7 @@ impl Vocabulary {
             });
         }
         retain(&mut self.terms, &keep);
+        retain(&mut self.keys, &keep);
         retain(&mut self.df, &keep);
         retain(&mut self.last_seen, &keep);
         // the index follows the map in place: no key is hashed again
@@ -443,6 +458,14 @@ mod tests {
         }
     }
 
+    /// Every id's memory key is the key of its term string.
+    fn assert_keys(v: &Vocabulary) {
+        assert_eq!(v.keys.len(), v.len());
+        for id in 0..v.len() as u32 {
+            assert_eq!(v.key(id), term_key(v.term(id)), "{}", v.term(id));
+        }
+    }
+
     #[test]
     fn ids_are_dense_and_df_counts_documents() {
         let mut v = Vocabulary::new(100);
@@ -488,6 +511,7 @@ mod tests {
             assert_eq!(v.id(v.term(id)), Some(id));
         }
         assert_eq!(v.index.len(), v.len(), "no evicted term left in the index");
+        assert_keys(&v);
     }
 
     /// `new_ids` marks exactly the terms the vocabulary did not hold before, with and without
@@ -532,5 +556,8 @@ mod tests {
         assert_eq!(w.id("y"), v.id("y"));
         assert_eq!(w.len(), 3);
         assert_eq!(postcard::to_stdvec(&w).unwrap(), bytes);
+        assert_keys(&w);
+        let entries = w.entries().map(|(t, d, l)| (t.to_string(), d, l)).collect();
+        assert_keys(&Vocabulary::from_entries(entries, w.docs_seen(), 10).unwrap());
     }
 }
