@@ -31,6 +31,18 @@ const MARGIN: f64 = 1.0 + 1e-9;
 /// and loaded ones are checked to ‖v‖² ≤ 1.001 (memory/parts.rs).
 const NORM: f64 = 1.001;
 
+/// When to try stopping early (none of these changes a result, only the work done). A try
+/// counts the candidates that can still win; it is made when the remaining postings have
+/// shrunk by 1/[`CHECK_SHRINK`] since the last one and the candidates are at most
+/// 1/[`CHECK_GATE`] of them, so all tries together cost at most `CHECK_SHRINK / CHECK_GATE`
+/// times the query's postings. The search stops when scoring the candidates exactly,
+/// [`CANDIDATE_COST`] × (query terms + 128) postings' worth each, costs less than the
+/// remaining postings. Chosen by measurement on 20 Newsgroups posts (docs/RESULTS.md, "Search
+/// pruning").
+const CHECK_SHRINK: usize = 8;
+const CHECK_GATE: usize = 2;
+const CANDIDATE_COST: usize = 2;
+
 /// Per-thread scratch of the search, sized to the memory's slots. `acc` is all zeros and
 /// `seen` all false between searches.
 #[derive(Default)]
@@ -172,7 +184,7 @@ impl DocMemory {
         for j in (0..terms.len()).rev() {
             work[j] = work[j + 1] + terms[j].2.entries.len();
         }
-        let cost = q.len() + 128;
+        let cost = CANDIDATE_COST * (q.len() + 128);
         let Scratch { acc, seen, touched } = sc;
         // a floor is a best match without a slot here
         let mut best: Best = floor.map(|f| (f.dot, f.no, NO_SLOT));
@@ -192,10 +204,10 @@ impl DocMemory {
                 }
             }
             // stop when no unseen document can win and finishing the candidates exactly
-            // costs less than the remaining postings (checked at geometrically spaced points)
+            // costs less than the remaining postings (tried at geometrically spaced points)
             if let Some(b) = best.filter(|b| bound < b.0) {
-                if work[j] <= next_check && touched.len() <= work[j] / 4 {
-                    next_check = work[j] / 2;
+                if work[j] <= next_check && touched.len() <= work[j] / CHECK_GATE {
+                    next_check = work[j] - work[j] / CHECK_SHRINK;
                     let need = touched
                         .iter()
                         .filter(|&&s| acc[s as usize] * MARGIN + bound >= b.0)
