@@ -296,14 +296,19 @@ struct Centroid {
     touched: Vec<u32>,
 }
 
+/// `entries` (local term, value) as a dense vector over `m` local terms.
+fn dense(m: usize, entries: &[(u32, f64)]) -> Vec<f64> {
+    let mut value = vec![0.0; m];
+    for &(i, v) in entries {
+        value[i as usize] = v;
+    }
+    value
+}
+
 impl Centroid {
     fn new(m: usize, entries: &[(u32, f64)]) -> Centroid {
-        let mut value = vec![0.0; m];
-        for &(i, v) in entries {
-            value[i as usize] = v;
-        }
         Centroid {
-            value,
+            value: dense(m, entries),
             support: entries.iter().map(|&(i, _)| i).collect(),
             sum: vec![0.0; m],
             touched: Vec::new(),
@@ -577,16 +582,7 @@ mod tests {
         iterations: u32,
     ) -> Vec<Vec<f64>> {
         let k = seeds.len();
-        let mut cents: Vec<Vec<f64>> = seeds
-            .iter()
-            .map(|s| {
-                let mut c = vec![0.0; m];
-                for &(i, v) in s {
-                    c[i as usize] = v;
-                }
-                c
-            })
-            .collect();
+        let mut cents: Vec<Vec<f64>> = seeds.iter().map(|s| dense(m, s)).collect();
         let mut tm = vec![0.0f64; m * k];
         for _ in 0..iterations {
             tm.fill(0.0);
