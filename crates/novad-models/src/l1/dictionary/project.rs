@@ -27,18 +27,61 @@ pub fn project_nonneg_l1_ball(v: &mut [f64]) {
 ///
 /// The sort-based rule ([`sorted_threshold`]) needs only the largest values. θ is at least
 /// θ₀ = (Σ u − 1) / n (the first step of Michelot's fixed point), so values ≤ θ₀ are dropped
-/// in one pass and only the rest is sorted. When the rule stops inside that top set, the result
-/// is bit-identical to sorting all of `u` (the same values, summed in the same order);
-/// otherwise it falls back to the full sort.
+/// in one pass; [`top_threshold`] narrows the rest further and sorts only what is left. When
+/// the rule stops inside those top values, the result is bit-identical to sorting all of `u`
+/// (the same values, summed in the same order); otherwise it falls back to the full sort.
 fn simplex_threshold(u: Vec<f64>) -> f64 {
     let floor = (u.iter().sum::<f64>() - 1.0) / u.len() as f64;
-    let top: Vec<f64> = u.iter().copied().filter(|&v| v > floor).collect();
-    if top.len() < u.len() {
-        if let Some(t) = sorted_threshold(top, false) {
-            return t;
+    let mut next = f64::NEG_INFINITY;
+    let mut top = Vec::with_capacity(u.len());
+    for &v in &u {
+        if v > floor {
+            top.push(v);
+        } else {
+            next = next.max(v);
         }
     }
+    top_threshold(top, next).unwrap_or_else(|| full_threshold(u))
+}
+
+/// The sort-based rule over all of `u` (positive, Σ u > 1).
+fn full_threshold(u: Vec<f64>) -> f64 {
     sorted_threshold(u, true).expect("the full rule always gives a threshold")
+}
+
+/// θ of a column from its largest values: `top`, every value of the column above some level
+/// (in any order), and `next`, the largest value of the column not in `top` (−∞ when `top`
+/// is the whole column). The top set is first narrowed by Michelot's fixed point — a value
+/// ≤ (Σ top − 1) / |top| is at most θ whenever `top` holds every value above θ, so it is
+/// dropped (the largest dropped value becomes `next`) — then sorted, and the sort-based rule
+/// runs over it followed by `next`. Those are the column's largest values in decreasing
+/// order, so when the rule stops among them its θ is the full sort's, bit for bit. `None`
+/// when it does not stop among them (possible only through rounding): the caller sorts the
+/// whole column.
+fn top_threshold(mut top: Vec<f64>, mut next: f64) -> Option<f64> {
+    for _ in 0..16 {
+        let sum: f64 = top.iter().sum();
+        if top.is_empty() || sum <= 1.0 {
+            break;
+        }
+        let level = (sum - 1.0) / top.len() as f64;
+        let before = top.len();
+        top.retain(|&v| {
+            let keep = v > level;
+            if !keep {
+                next = next.max(v);
+            }
+            keep
+        });
+        if top.len() == before {
+            break;
+        }
+    }
+    let complete = next == f64::NEG_INFINITY;
+    if !complete {
+        top.push(next);
+    }
+    sorted_threshold(top, complete)
 }
 
 /// The sort-based rule of Duchi et al. over `u` sorted in decreasing order: θ from the
@@ -165,27 +208,58 @@ impl<T> SparseRows<T> {
 /// the values a threshold is taken over are visited in the same (row) order.
 pub fn project_sparse_rows(rows: &mut SparseRows, k: usize) {
     let mut sums = vec![0.0f64; k];
+    let mut counts = vec![0usize; k];
     for &(j, v) in &rows.entries {
         sums[j as usize] += v;
+        counts[j as usize] += 1;
     }
+    // the columns over the ball, each with θ₀ = (Σ − 1) / count: only values above θ₀ are
+    // gathered, and the largest of the others
     let mut slot = vec![usize::MAX; k];
-    let mut vals: Vec<Vec<f64>> = Vec::new();
+    let mut floors = Vec::new();
     for (j, &s) in sums.iter().enumerate() {
         if s > 1.0 {
-            slot[j] = vals.len();
-            vals.push(Vec::new());
+            slot[j] = floors.len();
+            floors.push((s - 1.0) / counts[j] as f64);
         }
     }
-    if vals.is_empty() {
+    if floors.is_empty() {
         return;
     }
+    let mut vals: Vec<Vec<f64>> = vec![Vec::new(); floors.len()];
+    let mut next = vec![f64::NEG_INFINITY; floors.len()];
     for &(j, v) in &rows.entries {
-        if let Some(c) = vals.get_mut(slot[j as usize]) {
-            c.push(v);
+        let c = slot[j as usize];
+        if c != usize::MAX {
+            if v > floors[c] {
+                vals[c].push(v);
+            } else {
+                next[c] = next[c].max(v);
+            }
         }
     }
     // each column's threshold from its own values: in parallel, the same thresholds
-    let over: Vec<f64> = vals.into_par_iter().map(simplex_threshold).collect();
+    let tops: Vec<Option<f64>> = vals
+        .into_par_iter()
+        .zip(next)
+        .map(|(top, next)| top_threshold(top, next))
+        .collect();
+    let over: Vec<f64> = tops
+        .iter()
+        .enumerate()
+        .map(|(c, t)| {
+            t.unwrap_or_else(|| {
+                // the rare column the top values do not settle: all its values, in row order
+                let col: Vec<f64> = rows
+                    .entries
+                    .iter()
+                    .filter(|e| slot[e.0 as usize] == c)
+                    .map(|e| e.1)
+                    .collect();
+                full_threshold(col)
+            })
+        })
+        .collect();
     let mut theta = vec![0.0f64; k];
     for (j, &c) in slot.iter().enumerate() {
         if c != usize::MAX {
@@ -218,10 +292,10 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
-    /// The one-pass shortcut gives the full sort's θ bit for bit, on spread-out values (the
-    /// shortcut drops most of them), near-equal values, heavy tails and hand-made edge cases
-    /// (a fallback, ties at the floor, one value); θ solves Σ max(u − θ, 0) = 1; both the
-    /// shortcut and the fallback occur.
+    /// The shortcut (values above θ₀, narrowed by Michelot's fixed point, then sorted) gives
+    /// the full sort's θ bit for bit, on spread-out values (the shortcut drops most of them),
+    /// near-equal values, heavy tails and hand-made edge cases (ties at the floor, one value);
+    /// θ solves Σ max(u − θ, 0) = 1; the narrowing drops values in most cases.
     #[test]
     fn the_threshold_shortcut_equals_the_full_sort() {
         let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(3);
@@ -243,25 +317,42 @@ mod tests {
                     .collect(),
             );
         }
-        let (mut shortcut, mut fallback) = (0, 0);
+        let mut narrowed = 0;
         for (case, u) in cases.into_iter().enumerate() {
             if u.iter().sum::<f64>() <= 1.0 {
                 continue;
             }
             let floor = (u.iter().sum::<f64>() - 1.0) / u.len() as f64;
             let top: Vec<f64> = u.iter().copied().filter(|&v| v > floor).collect();
-            if top.len() < u.len() {
-                match sorted_threshold(top, false) {
-                    Some(_) => shortcut += 1,
-                    None => fallback += 1,
-                }
+            let level = (top.iter().sum::<f64>() - 1.0) / top.len() as f64;
+            if top.iter().any(|&v| v <= level) {
+                narrowed += 1;
             }
             let fast = simplex_threshold(u.clone());
-            let full = sorted_threshold(u.clone(), true).unwrap();
+            let full = full_threshold(u.clone());
             assert_eq!(fast.to_bits(), full.to_bits(), "case {case}");
             let mass: f64 = u.iter().map(|&v| (v - fast).max(0.0)).sum();
             assert!((mass - 1.0).abs() < 1e-9, "case {case}: Σ = {mass}");
         }
-        assert!(shortcut > 100 && fallback > 0, "{shortcut} / {fallback}");
+        assert!(narrowed > 100, "{narrowed}");
+    }
+
+    /// The top values settle θ when the rule stops among them (with the largest other value
+    /// last), and say so when it does not; a complete top set always settles it.
+    #[test]
+    fn the_top_values_settle_theta_only_when_the_rule_stops_among_them() {
+        // column 0.9, 0.9, 0.8, 0.1: the rule passes 0.9, 0.9, 0.8 (θ = 1.6 / 3) and stops at 0.1
+        let column = vec![0.9, 0.1, 0.8, 0.9];
+        let full = full_threshold(column.clone());
+        assert!((full - 1.6 / 3.0).abs() < 1e-12, "{full}");
+        // above 0.85, with 0.8 next: the rule passes 0.8 too, so the top does not settle θ
+        assert_eq!(top_threshold(vec![0.9, 0.9], 0.8), None);
+        // above 0.5, with 0.1 next: it stops at 0.1, with the full sort's θ
+        let t = top_threshold(vec![0.9, 0.8, 0.9], 0.1).unwrap();
+        assert_eq!(t.to_bits(), full.to_bits());
+        // the whole column, nothing next (the narrowing drops 0.1)
+        let t = top_threshold(column.clone(), f64::NEG_INFINITY).unwrap();
+        assert_eq!(t.to_bits(), full.to_bits());
+        assert_eq!(simplex_threshold(column).to_bits(), full.to_bits());
     }
 }
