@@ -9,7 +9,11 @@
 //! Every process gets `cores` rayon threads and is pinned (taskset) to its own cores, so
 //! P processes stand for P machines of `cores` cores each (on a 2-core machine: 1 core each).
 //! Each run bootstraps on 2,000 posts (not measured), then drops the batches one at a time
-//! and times each from the rename into the inbox to its move to processed/. The figures per
+//! and times each from the rename into the inbox to its move to processed/. Then as many
+//! batches again (the stream's next posts) are renamed into the inbox at once, a backlog as a
+//! firehose leaves it, and timed together from the first rename to the last move (`sustained`:
+//! later posts against a larger memory, so more seconds per timestep than the batches before;
+//! compare its ratio, not its seconds). The figures per
 //! timestep come from the leader's log (`timestep committed`, `cluster step`), and each
 //! process's CPU seconds per timestep from /proc (on a shared machine the wall times suffer
 //! from other work; the leader's CPU seconds are what a dedicated 1-core machine would take),
@@ -67,6 +71,8 @@ fn mean(v: &[f64]) -> f64 {
 struct Run {
     processes: usize,
     end_to_end: f64,
+    /// Seconds per timestep with a backlog of batch files in the inbox.
+    sustained: f64,
     /// CPU seconds per timestep of the leader process and of each other process.
     leader_cpu: f64,
     replica_cpu: f64,
@@ -171,6 +177,31 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
     }
     // the bootstrap batch is not measured
     let cpu: Vec<Vec<f64>> = cpu.into_iter().map(|v| v[1..].to_vec()).collect();
+    // Sustained: as many batches again, all in the inbox at once (a backlog, as a firehose
+    // leaves it), timed from the first rename to the last move to processed/.
+    let backlog: Vec<(String, String)> = (0..batches)
+        .map(|b| {
+            let name = format!("{:04}.jsonl", batches + b + 1);
+            let day = format!("2026-02-{:02}", 1 + b % 27);
+            let first = 2000 + (batches + b) * 1000;
+            (name, jsonl_batch(first, 1000, &day, &format!("s{b}")))
+        })
+        .collect();
+    for (name, body) in &backlog {
+        std::fs::write(d.inbox().join(format!(".{name}.partial")), body).unwrap();
+    }
+    let t = Instant::now();
+    for (name, _) in &backlog {
+        let tmp = d.inbox().join(format!(".{name}.partial"));
+        std::fs::rename(tmp, d.inbox().join(name)).unwrap();
+    }
+    for (name, _) in &backlog {
+        while !d.processed().join(name).exists() {
+            std::thread::sleep(Duration::from_millis(2));
+            assert!(t.elapsed() < Duration::from_secs(900), "timeout on {name}");
+        }
+    }
+    let sustained = t.elapsed().as_secs_f64() / batches as f64;
     let rss: Vec<f64> = pids.iter().map(|&p| rss_mib(p)).collect();
     for c in &mut children {
         let _ = Command::new("kill")
@@ -183,11 +214,13 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         .lines()
         .filter(|l| l.contains("timestep committed"))
         .skip(1)
+        .take(batches)
         .collect();
     let steps: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("cluster step"))
         .skip(1)
+        .take(batches)
         .collect();
     assert_eq!(committed.len(), batches, "one timestep per batch");
     assert_eq!(steps.len(), batches, "one cluster step per batch");
@@ -221,6 +254,7 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
     Run {
         processes,
         end_to_end: mean(&lat),
+        sustained,
         leader_cpu: mean(&cpu[0]),
         replica_cpu: mean(&others),
         leader_rss: rss[0],
@@ -323,6 +357,14 @@ fn main() {
         r1.end_to_end / r2.end_to_end,
         r1.end_to_end,
         r2.end_to_end
+    );
+    println!(
+        "sustained, a backlog of batch files: {:.2}× ({:.3}s → {:.3}s per timestep, {:.0} → {:.0} posts/s)",
+        r1.sustained / r2.sustained,
+        r1.sustained,
+        r2.sustained,
+        1000.0 / r1.sustained,
+        1000.0 / r2.sustained
     );
     // Cost model: T(P) = S + C / min(P, L) + X(P). C: the work shared out by logical shard
     // that one worker does alone (the coding and the hybrid detector's search, measured with 1
