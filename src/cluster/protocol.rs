@@ -21,9 +21,9 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 
 use novad_models::engine::memory_batch;
-use novad_models::l1::dictionary::{shard_docs, shard_of, NewRows, LOGICAL_SHARDS};
+use novad_models::l1::dictionary::{shard_docs, shard_of, LOGICAL_SHARDS};
 use novad_models::l1::replicate::{
-    CodingJob, Found, MemorySearch, Replication, ShardOutput, ShardTerms, TermJob, UpdateRole,
+    CodingJob, Found, MemorySearch, Replication, ShardOutput, ShardTerms, TermJob,
 };
 use novad_models::l1::Model;
 use novad_models::memory::{better_neighbour, DocMemory, Floor, Neighbour, Share};
@@ -68,9 +68,6 @@ pub enum Lead {
     Judgement(Result<Judgement, String>),
     /// The leader's part of a step's found round: what it worked out, when it is the finder.
     Found(Option<Found>),
-    /// The rows of Â_{t+1} the leader's OIADMM update wrote: every replica takes them
-    /// instead of running the update.
-    Updated(NewRows),
     /// The leader's step failed: replicas still in it drop it.
     Abort,
     /// The cluster stops (with the reason when it stops on an error).
@@ -121,7 +118,6 @@ impl Lead {
             Lead::Nearest { .. } => "nearest documents",
             Lead::Judgement(_) => "judgement",
             Lead::Found(_) => "topics and refresh plan",
-            Lead::Updated(_) => "dictionary update",
             Lead::Abort => "abort",
             Lead::Stop(_) => "stop",
         }
@@ -530,21 +526,6 @@ pub(super) struct ReplicaSide {
     pub gather: Rc<RefCell<Gather>>,
     /// The timestep of the model being stepped.
     pub timestep: u64,
-    /// The step's found round is open (begun by [`Replication::offer`]).
-    found_open: bool,
-    /// The step's found round, completed while waiting for the update that follows it.
-    found_round: Option<Vec<Vec<u8>>>,
-}
-
-impl ReplicaSide {
-    pub fn new(gather: Rc<RefCell<Gather>>, timestep: u64) -> ReplicaSide {
-        ReplicaSide {
-            gather,
-            timestep,
-            found_open: false,
-            found_round: None,
-        }
-    }
 }
 
 impl Replication for ReplicaSide {
@@ -588,9 +569,6 @@ impl Replication for ReplicaSide {
     /// The found round is the step's last: the replica also begins the round after it (its
     /// part there is [`Reply::Idle`], whatever the leader says), so that the leader's next
     /// command gets through while this replica still runs its update.
-    ///
-    /// That next round is the update round when the step has an update (the replica's part
-    /// there is [`Reply::Idle`] too).
     fn offer(&mut self, mine: Option<&Found>) -> Result<(), EngineError> {
         let mut g = self.gather.borrow_mut();
         g.begin(encode(&Reply::Found {
@@ -598,43 +576,11 @@ impl Replication for ReplicaSide {
             found: mine.cloned(),
         }));
         g.begin(encode(&Reply::Idle));
-        self.found_open = true;
         Ok(())
     }
 
     fn found(&mut self, mine: Option<Found>) -> Result<Found, EngineError> {
-        match self.found_round.take() {
-            Some(round) => {
-                let theirs = gathered_found(&round, self.timestep)?;
-                Ok(mine.unwrap_or(theirs))
-            }
-            None => finish_found(&mut self.gather.borrow_mut(), mine, self.timestep),
-        }
-    }
-
-    fn update_role(&self) -> UpdateRole {
-        UpdateRole::Take
-    }
-
-    /// The update round follows the found round when the step has one (finished first and
-    /// kept for [`Replication::found`]).
-    fn take_update(&mut self) -> Result<NewRows, EngineError> {
-        let mut g = self.gather.borrow_mut();
-        if std::mem::take(&mut self.found_open) {
-            self.found_round = Some(g.finish());
-        }
-        if g.open() == 0 {
-            g.begin(encode(&Reply::Idle));
-        }
-        let round = g.finish();
-        match decode(&round)?.0 {
-            Lead::Updated(rows) => Ok(rows),
-            Lead::Abort => Err(broken("the leader abandoned the step".into())),
-            other => Err(broken(format!(
-                "expected the dictionary update, got {}",
-                other.name()
-            ))),
-        }
+        finish_found(&mut self.gather.borrow_mut(), mine, self.timestep)
     }
 }
 

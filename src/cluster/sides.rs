@@ -4,9 +4,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
 
-use novad_models::l1::dictionary::NewRows;
 use novad_models::l1::replicate::{
-    CodingJob, Found, MemorySearch, Replication, ShardOutput, ShardTerms, TermJob, UpdateRole,
+    CodingJob, Found, MemorySearch, Replication, ShardOutput, ShardTerms, TermJob,
 };
 use novad_models::l1::Model;
 use novad_models::memory::{DocMemory, Floor, MemoryError, Neighbour};
@@ -89,7 +88,6 @@ impl Leader {
             gather: Rc::clone(&self.gather),
             timestep: engine.timestep(),
             figures: Figures::default(),
-            update_open: false,
         };
         let r = engine.step_at_moving_replicated(texts, times, &mut side);
         if r.is_err() {
@@ -114,9 +112,6 @@ impl Leader {
             judgement_bytes = f.judgement_bytes,
             topics_wait_seconds = format!("{:.4}", f.topics_wait_seconds),
             topics_bytes = f.topics_bytes,
-            update_send_seconds = format!("{:.4}", f.update_send_seconds),
-            update_wait_seconds = format!("{:.4}", f.update_wait_seconds),
-            update_bytes = f.update_bytes,
             "cluster step"
         );
         r
@@ -199,13 +194,6 @@ struct Figures {
     topics_wait_seconds: f64,
     /// Bytes of the found round (topics, refresh plan) sent and received over the network.
     topics_bytes: u64,
-    /// Encoding and sending the rows of Â_{t+1} the leader's update wrote.
-    update_send_seconds: f64,
-    /// Waiting, after the found round, for the update round to complete (every replica has
-    /// the rows).
-    update_wait_seconds: f64,
-    /// Bytes of the update round sent over the network.
-    update_bytes: u64,
 }
 
 /// The leader's side of a step: tokenises and codes its shards, searches the memory for its shards'
@@ -215,8 +203,6 @@ struct LeaderSide {
     /// The timestep of the model being stepped.
     timestep: u64,
     figures: Figures,
-    /// The update round is open behind the found round (finished with it).
-    update_open: bool,
 }
 
 impl LeaderSide {
@@ -322,44 +308,7 @@ impl Replication for LeaderSide {
         });
         self.figures.topics_wait_seconds = found.seconds;
         self.figures.topics_bytes = found.bytes;
-        if std::mem::take(&mut self.update_open) {
-            // before the commit: the leader does not step the dataflow while it commits, and
-            // the replicas wait for this round to complete
-            let t0 = Instant::now();
-            self.gather.borrow_mut().finish();
-            self.figures.update_wait_seconds = t0.elapsed().as_secs_f64();
-        }
         found.value
-    }
-
-    /// The replicas take the leader's update ([`Lead::Updated`]) when there are any.
-    fn update_role(&self) -> UpdateRole {
-        if self.gather.borrow().peers() > 1 {
-            UpdateRole::Share
-        } else {
-            UpdateRole::Compute
-        }
-    }
-
-    /// The update round comes after the found round when the step has one (it is then
-    /// finished with it, in [`Replication::found`]); otherwise it is finished here.
-    fn share_update(&mut self, rows: NewRows) -> Result<(), EngineError> {
-        let t0 = Instant::now();
-        let payload = encode(&Lead::Updated(rows));
-        let mut g = self.gather.borrow_mut();
-        let sent = g.bytes_sent;
-        let behind_found = g.open() > 0;
-        g.begin(payload);
-        self.figures.update_bytes = g.bytes_sent - sent;
-        self.figures.update_send_seconds = t0.elapsed().as_secs_f64();
-        if behind_found {
-            self.update_open = true;
-        } else {
-            let t1 = Instant::now();
-            g.finish();
-            self.figures.update_wait_seconds = t1.elapsed().as_secs_f64();
-        }
-        Ok(())
     }
 
     fn judged(&mut self, j: &Result<Judgement, EngineError>) -> Result<(), EngineError> {
@@ -433,7 +382,10 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                     tracing::warn!(worker = index, timestep, "not at the leader's timestep");
                     continue;
                 };
-                let mut side = ReplicaSide::new(Rc::clone(&gather), timestep);
+                let mut side = ReplicaSide {
+                    gather: Rc::clone(&gather),
+                    timestep,
+                };
                 let mut remote = RemoteJudge {
                     gather: Rc::clone(&gather),
                     memory: memory.as_mut(),
@@ -469,7 +421,6 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
             | Lead::Nearest { .. }
             | Lead::Judgement(_)
             | Lead::Found(_)
-            | Lead::Updated(_)
             | Lead::Abort => {}
         }
     }

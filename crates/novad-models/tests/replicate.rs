@@ -1,12 +1,11 @@
-//! A step whose topics and refresh plan were worked out by another replica ([`Found`]), or
-//! whose dictionary update another replica computed ([`NewRows`]).
+//! A step whose topics and refresh plan were worked out by another replica ([`Found`]).
 mod common;
 
 use common::ostc::planted;
 use common::rng;
-use novad_models::l1::dictionary::{NewRows, LOGICAL_SHARDS};
+use novad_models::l1::dictionary::LOGICAL_SHARDS;
 use novad_models::l1::replicate::{
-    CodingJob, Found, Replication, ShardOutput, ShardTerms, TermJob, UpdateRole,
+    CodingJob, Found, Replication, ShardOutput, ShardTerms, TermJob,
 };
 use novad_models::model::EngineError;
 use novad_models::{Model, Params};
@@ -61,15 +60,9 @@ impl Replication for Taker {
 
 /// A model with the default detector's parameters after a bootstrap batch, and the next batch.
 fn bootstrapped() -> (Model, Vec<String>) {
-    bootstrapped_with(|_| {})
-}
-
-/// [`bootstrapped`] with parameters changed by `tune`.
-fn bootstrapped_with(tune: impl Fn(&mut Params)) -> (Model, Vec<String>) {
     let mut r = rng(11);
     let mut p = Params::novad_default();
     p.k = 12;
-    tune(&mut p);
     let model = Model::new(p).unwrap();
     let (model, _) = model
         .step(&planted(&mut r, &[0, 1, 2, 3, 4, 5], 120))
@@ -178,127 +171,4 @@ fn terms_resolved_by_shard_assemble_in_batch_order_and_are_checked() {
     let mut again = outs.clone();
     again.push(outs[0].clone());
     assert!(err(again).contains("given twice"));
-}
-
-/// A way to spoil the rows an update wrote.
-type Spoil = Box<dyn Fn(&mut NewRows)>;
-
-/// Computes the update and keeps the rows it wrote (as a cluster's leader sends them).
-struct Sharer {
-    kept: Option<NewRows>,
-}
-
-/// Takes the update's rows from elsewhere instead of computing it.
-struct UpdateTaker {
-    given: NewRows,
-}
-
-impl Replication for Sharer {
-    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
-        Ok(terms_all(job))
-    }
-    fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
-        Ok(code_all(job))
-    }
-    fn update_role(&self) -> UpdateRole {
-        UpdateRole::Share
-    }
-    fn share_update(&mut self, rows: NewRows) -> Result<(), EngineError> {
-        self.kept = Some(rows);
-        Ok(())
-    }
-}
-
-impl Replication for UpdateTaker {
-    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
-        Ok(terms_all(job))
-    }
-    fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
-        Ok(code_all(job))
-    }
-    fn update_role(&self) -> UpdateRole {
-        UpdateRole::Take
-    }
-    fn take_update(&mut self) -> Result<NewRows, EngineError> {
-        Ok(self.given.clone())
-    }
-}
-
-/// Taking the rows another replica's update wrote gives the single node's step bit for bit
-/// (with Δ carried too, which the taker computes itself); rows that break an invariant, leave
-/// out a row holding entries or push an atom's sum over 1 fail the step, saying what is wrong.
-#[test]
-fn a_step_with_the_sharers_update_equals_the_single_nodes_step() {
-    for carry_delta in [false, true] {
-        let (model, batch) = bootstrapped_with(|p| p.oiadmm.carry_delta = carry_delta);
-        let (single, out_single) = model.step(&batch).unwrap();
-        let mut sharer = Sharer { kept: None };
-        let (a, _) = model.step_replicated(&batch, None, &mut sharer).unwrap();
-        assert_eq!(a.state_parts(), single.state_parts());
-        let rows = sharer.kept.expect("the sharer sent its rows");
-        assert!(!rows.entries.is_empty() && rows.tau > 0.0);
-
-        let mut taker = UpdateTaker {
-            given: rows.clone(),
-        };
-        let (b, out_b) = model.step_replicated(&batch, None, &mut taker).unwrap();
-        assert_eq!(
-            b.state_parts(),
-            single.state_parts(),
-            "carry_delta {carry_delta}"
-        );
-        assert_eq!(out_b.stats.oiadmm, out_single.stats.oiadmm);
-        if carry_delta {
-            assert!(out_b.stats.oiadmm.delta_nnz > 0);
-        }
-
-        let spoiled = |f: &dyn Fn(&mut NewRows)| {
-            let mut given = rows.clone();
-            f(&mut given);
-            match model.step_replicated(&batch, None, &mut UpdateTaker { given }) {
-                Err(EngineError::Inconsistent(e)) => e,
-                other => panic!("expected an inconsistency, got {:?}", other.map(|_| ())),
-            }
-        };
-        let m = model.vocab().len() as u32;
-        let held = (0..model.dictionary().nrows())
-            .find(|&i| model.dictionary().row(i).iter().any(|e| e.1 != 0.0))
-            .unwrap() as u32;
-        let first_long = rows.lens.iter().position(|&l| l >= 2).unwrap();
-        let at = rows.lens[..first_long].iter().sum::<u32>() as usize;
-        let cases: Vec<(&str, Spoil)> = vec![
-            ("lengths", Box::new(|r| r.lens.pop().map_or((), |_| ()))),
-            ("add up", Box::new(|r| r.lens[0] += 1)),
-            ("strictly ascending", Box::new(|r| r.rows.swap(0, 1))),
-            ("rows", Box::new(move |r| *r.rows.last_mut().unwrap() = m)),
-            (
-                "atoms not strictly",
-                Box::new(move |r| r.entries.swap(at, at + 1)),
-            ),
-            ("negative", Box::new(|r| r.entries[0].1 = -0.5)),
-            ("negative", Box::new(|r| r.entries[0].1 = f32::NAN)),
-            ("sums to", Box::new(|r| r.entries[0].1 = 1.5)),
-            ("τ", Box::new(|r| r.tau = f64::INFINITY)),
-            (
-                "not written",
-                Box::new(move |r| {
-                    // a row holding entries in Â_t left out (its entries dropped with it); no term
-                    // is evicted, so Â_t's rows keep their numbers in the step
-                    let c = r.rows.iter().position(|&i| i == held).unwrap();
-                    let lo = r.lens[..c].iter().sum::<u32>() as usize;
-                    let len = r.lens[c] as usize;
-                    r.entries.drain(lo..lo + len);
-                    r.rows.remove(c);
-                    r.lens.remove(c);
-                }),
-            ),
-        ];
-        for (want, f) in &cases {
-            let e = spoiled(f.as_ref());
-            assert!(
-                e.contains("dictionary update received") && e.contains(want),
-                "{want}: {e}"
-            );
-        }
-    }
 }

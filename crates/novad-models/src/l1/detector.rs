@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::l1::dictclust::dictclust;
 use crate::l1::dictionary::{
-    bootstrap, codes_to_csc, docs_to_csr, image, oiadmm_delta, oiadmm_step_sharing, plan_refresh,
-    take_new_rows, Dictionary, Multiplier, RefreshPlan,
+    bootstrap, codes_to_csc, docs_to_csr, image, oiadmm_step, plan_refresh, Dictionary, Multiplier,
+    RefreshPlan,
 };
 use crate::l1::params::Params;
-use crate::l1::replicate::{CodingJob, Found, Local, Replication, Tapped, TermJob, UpdateRole};
+use crate::l1::replicate::{CodingJob, Found, Local, Replication, Tapped, TermJob};
 use crate::model::{
     decode_part, judged, params_image, Code, EngineError, Judge, OiadmmStats, ParamsError, Scored,
     StepOutput, StepStats, Verdict,
@@ -380,7 +380,7 @@ impl Model {
         // batch).
         let t2 = Instant::now();
         let (mut dict, delta) = if bootstrapped && !is_bootstrap && n > 0 {
-            let (a, delta, st) = self.update(&vectors, &codes, &dict, &change, rep)?;
+            let (a, delta, st) = self.update(&vectors, &codes, &dict, &change);
             stats.oiadmm = st;
             (a, delta)
         } else {
@@ -562,49 +562,25 @@ impl Model {
     }
 
     /// The OIADMM step of the batch: Â_{t+1}, Δ_{t+1} (no columns when Δ is not carried) and
-    /// the step's figures — computed here, or taken from the replica that computed them
-    /// (`rep`'s [`UpdateRole`]). Δ_{t+1} is always computed here, from Â_{t+1}.
+    /// the step's figures.
     fn update(
         &self,
         vectors: &[SparseDoc],
         codes: &[Code],
         dict: &Dictionary,
         change: &VocabChange,
-        rep: &mut dyn Replication,
-    ) -> Result<(Dictionary, Multiplier, OiadmmStats), EngineError> {
+    ) -> (Dictionary, Multiplier, OiadmmStats) {
         let (p, m, n) = (&self.params, dict.nrows(), vectors.len());
         let pm = docs_to_csr(vectors, m);
         let x = codes_to_csc(codes, dict.ncols());
-        let mut delta = if p.oiadmm.carry_delta {
-            self.delta.remap_resize(&change.remap, n)
+        if p.oiadmm.carry_delta {
+            let mut delta = self.delta.remap_resize(&change.remap, n);
+            let (a, st) = oiadmm_step(&pm, dict, Some(&mut delta), &x, &p.oiadmm);
+            (a, delta, st)
         } else {
-            Multiplier::zeros(m, 0)
-        };
-        let carried = p.oiadmm.carry_delta.then_some(&mut delta);
-        let role = rep.update_role();
-        let (a, st) = if role == UpdateRole::Take {
-            let new = rep.take_update()?;
-            let a = take_new_rows(dict, &new).map_err(|e| {
-                EngineError::Inconsistent(format!("the dictionary update received: {e}"))
-            })?;
-            let delta_nnz = carried.map_or(0, |d| {
-                oiadmm_delta(&pm, dict, &a, d, &x.to_csr(), p.oiadmm.beta)
-            });
-            let st = OiadmmStats {
-                tau: new.tau,
-                relative_change: new.relative_change,
-                delta_nnz,
-            };
-            (a, st)
-        } else {
-            let share = role == UpdateRole::Share;
-            let (a, st, rows) = oiadmm_step_sharing(&pm, dict, carried, &x, &p.oiadmm, share);
-            if let Some(rows) = rows {
-                rep.share_update(rows)?;
-            }
-            (a, st)
-        };
-        Ok((a, delta, st))
+            let (a, st) = oiadmm_step(&pm, dict, None, &x, &p.oiadmm);
+            (a, Multiplier::zeros(m, 0), st)
+        }
     }
 
     /// Adaptive dictionary size, when configured: emerging topics become atoms (up to the

@@ -7,9 +7,8 @@
 //! logical shard, its documents' resolved terms ([`ShardTerms`]) and codes ([`ShardOutput`]).
 //! [`Local`] computes every shard here; a cluster computes each shard on one replica and
 //! gathers them all. The step's emerging topics and the plan of its atom refresh, which do not need the
-//! updated Â, are worked out by one replica while another runs the update, and offered to
-//! them ([`Found`], [`Replication::offer`], [`Replication::found`]); the replica that ran the
-//! update sends the rows it wrote, and the others take them ([`UpdateRole`]). Everything else in the
+//! updated Â, are worked out by one replica while the others run the update, and offered to
+//! them ([`Found`], [`Replication::offer`], [`Replication::found`]). Everything else in the
 //! step is a deterministic function of the model, the batch and these outputs, so replicas
 //! that start from the same model and see the same batch and outputs end with the same model.
 
@@ -19,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::l1::coding::{code_document, CodingDict, CodingParams};
 use crate::l1::dictionary::{
-    by_position, per_shard, Dictionary, NewRows, RefreshPlan, ShardGap, LOGICAL_SHARDS,
+    by_position, per_shard, Dictionary, RefreshPlan, ShardGap, LOGICAL_SHARDS,
 };
 use crate::memory::Neighbour;
 use crate::memory::{Floor, Share};
@@ -193,18 +192,6 @@ pub struct Found {
     pub refresh: Option<RefreshPlan>,
 }
 
-/// How a replica comes by a step's OIADMM update (see [`Replication::update_role`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpdateRole {
-    /// Computes it (a single node).
-    Compute,
-    /// Computes it and sends the rows it wrote to the other replicas.
-    Share,
-    /// Takes the rows another replica wrote ([`crate::l1::dictionary::take_new_rows`]): the
-    /// same Â_{t+1} bit for bit, without computing the step.
-    Take,
-}
-
 /// A search of a replica's memory: the nearest remembered document of the batch document at
 /// each given position, only among those beating the floor when there is one (see
 /// [`crate::memory::DocMemory::nearest_above`]), in the order asked.
@@ -248,28 +235,6 @@ pub trait Replication {
                 "no replica worked out the step's topics and refresh plan".into(),
             )
         })
-    }
-
-    /// How this replica comes by the step's OIADMM update ([`UpdateRole`]): [`Local`]
-    /// computes it; in a cluster one worker computes it and sends the rows it wrote, and the
-    /// others take them.
-    fn update_role(&self) -> UpdateRole {
-        UpdateRole::Compute
-    }
-
-    /// Send the rows this replica's update wrote to the others (called right after the update,
-    /// once per step that has one, when [`Self::update_role`] is [`UpdateRole::Share`]).
-    fn share_update(&mut self, _rows: NewRows) -> Result<(), EngineError> {
-        Ok(())
-    }
-
-    /// The rows the replica that computed the step's update wrote (waiting for them; called
-    /// instead of the update, once per step that has one, when [`Self::update_role`] is
-    /// [`UpdateRole::Take`]).
-    fn take_update(&mut self) -> Result<NewRows, EngineError> {
-        Err(EngineError::Inconsistent(
-            "no replica computed the step's dictionary update".into(),
-        ))
     }
 
     /// The hybrid detector's search for the step's batch of `n` documents: the nearest

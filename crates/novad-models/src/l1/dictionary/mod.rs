@@ -20,9 +20,7 @@ mod shard;
 
 pub use bootstrap::{a_step, bootstrap, init_atoms, AtomInit, BootstrapParams};
 pub use multiplier::Multiplier;
-pub use oiadmm::{
-    oiadmm_delta, oiadmm_step, oiadmm_step_sharing, take_new_rows, NewRows, OiadmmParams,
-};
+pub use oiadmm::{oiadmm_step, OiadmmParams};
 pub use project::{project_columns, project_nonneg_l1_ball, project_sparse_rows, SparseRows};
 pub use refresh::{plan_refresh, RefreshParams, RefreshPlan};
 pub use rows::Dictionary;

@@ -101,35 +101,6 @@ pub fn oiadmm_step(
     x: &CsMat<f64>,
     params: &OiadmmParams,
 ) -> (Dictionary, OiadmmStats) {
-    let (a_out, stats, _) = oiadmm_step_sharing(p, a, delta, x, params, false);
-    (a_out, stats)
-}
-
-/// The rows of Â_{t+1} one OIADMM step wrote, with the step's τ and relative change: what a
-/// replica that computed the step sends to replicas of the same Â_t and batch, so that they
-/// take the step ([`take_new_rows`]) instead of computing it.
-///
-/// Invariants (checked by [`take_new_rows`]): `rows` strictly ascending; `lens` has one entry
-/// per row and they add up to `entries.len()`; each row's entries are Â_{t+1}'s stored
-/// entries of that row (atoms strictly ascending, values finite and ≥ 0).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NewRows {
-    pub rows: Vec<u32>,
-    pub lens: Vec<u32>,
-    pub entries: Vec<(u32, f32)>,
-    pub tau: f64,
-    pub relative_change: f64,
-}
-
-/// [`oiadmm_step`], and when `share` the rows it wrote ([`NewRows`]).
-pub fn oiadmm_step_sharing(
-    p: &CsMat<f64>,
-    a: &Dictionary,
-    delta: Option<&mut Multiplier>,
-    x: &CsMat<f64>,
-    params: &OiadmmParams,
-    share: bool,
-) -> (Dictionary, OiadmmStats, Option<NewRows>) {
     let (m, k) = a.dim();
     let n = p.cols();
     assert_eq!(p.rows(), m, "P rows");
@@ -176,26 +147,53 @@ pub fn oiadmm_step_sharing(
     } else {
         0.0
     };
-    let new_rows = share.then(|| NewRows {
-        rows: live.rows.iter().map(|&i| i as u32).collect(),
-        lens: live
-            .rows
-            .iter()
-            .map(|&i| a_out.row(i).len() as u32)
-            .collect(),
-        entries: live
-            .rows
-            .iter()
-            .flat_map(|&i| a_out.row(i))
-            .copied()
-            .collect(),
-        tau,
-        relative_change,
-    });
-    let delta_nnz = match delta {
-        Some(d) => oiadmm_delta(p, a, &a_out, d, &xr, params.beta),
-        None => 0,
-    };
+    let beta = params.beta;
+
+    // Pass 2: Δ_{t+1} = Δ_t + β (P − Â_{t+1} X̂ − Γ), Γ = soft(P − Â_t X̂ + Δ_t/β, 1/β).
+    // Where P_ij = 0 and (ÂX̂)_ij = 0 before and after, this is Δ_ij ← clip(Δ_ij, −1, 1), so
+    // zeros stay zero and only the candidate positions are visited.
+    let mut delta_nnz = 0;
+    if let Some(d) = delta {
+        d.rows_mut().par_iter_mut().enumerate().for_each_init(
+            || (Acc::new(n), Acc::new(n), Acc::new(n), Acc::new(n)),
+            |(ax_old, ax_new, pv, cand), (i, row)| {
+                row_times_codes(nonzeros(a.row(i)), &xr, ax_old);
+                row_times_codes(nonzeros(a_out.row(i)), &xr, ax_new);
+                for (j, &v) in p.outer_view(i).unwrap().iter() {
+                    pv.add(j as u32, v);
+                }
+                for &(j, dv) in row.iter() {
+                    cand.add(j, dv as f64);
+                }
+                for &j in ax_old
+                    .touched
+                    .iter()
+                    .chain(&ax_new.touched)
+                    .chain(&pv.touched)
+                {
+                    cand.add(j, 0.0);
+                }
+                let mut next: Vec<(u32, f32)> = Vec::with_capacity(cand.touched.len());
+                for &j in &cand.touched {
+                    let ju = j as usize;
+                    let dv = cand.val[ju];
+                    let pij = pv.val[ju];
+                    let g = soft(pij - ax_old.val[ju] + dv / beta, 1.0 / beta);
+                    let nv = (dv + beta * (pij - ax_new.val[ju] - g)) as f32;
+                    if nv != 0.0 {
+                        next.push((j, nv));
+                    }
+                }
+                next.sort_unstable_by_key(|e| e.0);
+                *row = next;
+                ax_old.clear();
+                ax_new.clear();
+                pv.clear();
+                cand.clear();
+            },
+        );
+        delta_nnz = d.nnz();
+    }
     (
         a_out,
         OiadmmStats {
@@ -203,135 +201,5 @@ pub fn oiadmm_step_sharing(
             relative_change,
             delta_nnz,
         },
-        new_rows,
     )
-}
-
-/// Pass 2 of the step: `delta` (Δ_t, m × n) becomes Δ_{t+1} = Δ_t + β (P − Â_{t+1} X̂ − Γ),
-/// Γ = soft(P − Â_t X̂ + Δ_t/β, 1/β), given Â_t (`a`), Â_{t+1} (`a_out`) and X̂ by rows (`xr`,
-/// k × n CSR). Returns the non-zeros of Δ_{t+1}. Deterministic (rows are independent).
-///
-/// Where P_ij = 0 and (ÂX̂)_ij = 0 before and after, this is Δ_ij ← clip(Δ_ij, −1, 1), so
-/// zeros stay zero and only the candidate positions are visited.
-pub fn oiadmm_delta(
-    p: &CsMat<f64>,
-    a: &Dictionary,
-    a_out: &Dictionary,
-    delta: &mut Multiplier,
-    xr: &CsMat<f64>,
-    beta: f64,
-) -> usize {
-    let n = p.cols();
-    delta.rows_mut().par_iter_mut().enumerate().for_each_init(
-        || (Acc::new(n), Acc::new(n), Acc::new(n), Acc::new(n)),
-        |(ax_old, ax_new, pv, cand), (i, row)| {
-            row_times_codes(nonzeros(a.row(i)), xr, ax_old);
-            row_times_codes(nonzeros(a_out.row(i)), xr, ax_new);
-            for (j, &v) in p.outer_view(i).unwrap().iter() {
-                pv.add(j as u32, v);
-            }
-            for &(j, dv) in row.iter() {
-                cand.add(j, dv as f64);
-            }
-            for &j in ax_old
-                .touched
-                .iter()
-                .chain(&ax_new.touched)
-                .chain(&pv.touched)
-            {
-                cand.add(j, 0.0);
-            }
-            let mut next: Vec<(u32, f32)> = Vec::with_capacity(cand.touched.len());
-            for &j in &cand.touched {
-                let ju = j as usize;
-                let dv = cand.val[ju];
-                let pij = pv.val[ju];
-                let g = soft(pij - ax_old.val[ju] + dv / beta, 1.0 / beta);
-                let nv = (dv + beta * (pij - ax_new.val[ju] - g)) as f32;
-                if nv != 0.0 {
-                    next.push((j, nv));
-                }
-            }
-            next.sort_unstable_by_key(|e| e.0);
-            *row = next;
-            ax_old.clear();
-            ax_new.clear();
-            pv.clear();
-            cand.clear();
-        },
-    );
-    delta.nnz()
-}
-
-/// Â_{t+1} from Â_t (`a`) and the rows a replica of the same Â_t wrote in its step
-/// ([`oiadmm_step_sharing`]): bit for bit the Â_{t+1} that replica computed. Refused, with
-/// what is wrong, unless `new` keeps its invariants ([`NewRows`]) for an m × k dictionary,
-/// every row of Â_t it leaves out holds only zeros (such a row is not live, so a step leaves
-/// it as it is) and every column of the written rows sums to at most 1 (+1e-5 for the f32
-/// rounding), τ and the relative change finite and ≥ 0. O(m + non-zeros).
-pub fn take_new_rows(a: &Dictionary, new: &NewRows) -> Result<Dictionary, String> {
-    let (m, k) = a.dim();
-    if new.lens.len() != new.rows.len() {
-        return Err(format!(
-            "{} rows but {} lengths",
-            new.rows.len(),
-            new.lens.len()
-        ));
-    }
-    if new.lens.iter().map(|&l| l as usize).sum::<usize>() != new.entries.len() {
-        return Err(format!(
-            "the lengths do not add up to the {} entries",
-            new.entries.len()
-        ));
-    }
-    let fine = |v: f64| v.is_finite() && v >= 0.0;
-    if !(fine(new.tau) && fine(new.relative_change)) {
-        return Err(format!(
-            "τ {} or relative change {} out of range",
-            new.tau, new.relative_change
-        ));
-    }
-    let mut at = vec![usize::MAX; m];
-    for (c, w) in new.rows.windows(2).enumerate() {
-        if w[0] >= w[1] {
-            return Err(format!("rows not strictly ascending at position {}", c + 1));
-        }
-    }
-    let mut offsets = Vec::with_capacity(new.rows.len() + 1);
-    offsets.push(0usize);
-    let mut sums = vec![0.0f64; k];
-    for (c, (&i, &len)) in new.rows.iter().zip(&new.lens).enumerate() {
-        let i = i as usize;
-        if i >= m {
-            return Err(format!("row {i} of a dictionary of {m} rows"));
-        }
-        at[i] = c;
-        let (lo, hi) = (offsets[c], offsets[c] + len as usize);
-        let row = &new.entries[lo..hi];
-        if row.windows(2).any(|e| e[0].0 >= e[1].0) {
-            return Err(format!("row {i}: atoms not strictly ascending"));
-        }
-        for &(j, v) in row {
-            if j as usize >= k || !v.is_finite() || v < 0.0 {
-                return Err(format!(
-                    "row {i}: entry ({j}, {v}) outside {k} atoms or negative"
-                ));
-            }
-            sums[j as usize] += v as f64;
-        }
-        offsets.push(hi);
-    }
-    if let Some(j) = sums.iter().position(|&s| s > 1.0 + 1e-5) {
-        return Err(format!(
-            "atom {j} sums to {} over the written rows",
-            sums[j]
-        ));
-    }
-    if let Some(i) = (0..m).find(|&i| at[i] == usize::MAX && a.row(i).iter().any(|e| e.1 != 0.0)) {
-        return Err(format!(
-            "row {i} holds non-zero entries but was not written"
-        ));
-    }
-    let rows: Vec<usize> = new.rows.iter().map(|&i| i as usize).collect();
-    Ok(a.with_rows(&rows, |c| &new.entries[offsets[c]..offsets[c + 1]], |v| v))
 }
