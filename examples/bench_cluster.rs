@@ -210,20 +210,20 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         let _ = wait_child(c, Duration::from_secs(60));
     }
     let log = std::fs::read_to_string(d.log()).unwrap();
-    let committed: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("timestep committed"))
-        .skip(1)
-        .take(batches)
-        .collect();
-    let steps: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("cluster step"))
-        .skip(1)
-        .take(batches)
-        .collect();
-    assert_eq!(committed.len(), batches, "one timestep per batch");
-    assert_eq!(steps.len(), batches, "one cluster step per batch");
+    let all = log.lines().filter(|l| l.contains("timestep committed"));
+    assert_eq!(
+        all.clone().count(),
+        1 + 2 * batches,
+        "one timestep per batch"
+    );
+    let committed: Vec<&str> = all.skip(1).take(batches).collect();
+    let all = log.lines().filter(|l| l.contains("cluster step"));
+    assert_eq!(
+        all.clone().count(),
+        1 + 2 * batches,
+        "one cluster step per batch"
+    );
+    let steps: Vec<&str> = all.skip(1).take(batches).collect();
     let m =
         |lines: &[&str], key: &str| mean(&lines.iter().map(|l| field(l, key)).collect::<Vec<_>>());
     let store_s = m(&committed, "store_seconds");
