@@ -62,6 +62,14 @@ fn rss_mib(pid: u32) -> f64 {
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
+/// The log lines of `what` of the measured batches: the log must hold one per batch dropped
+/// (the bootstrap, the measured batches, the backlog); the bootstrap's is skipped.
+fn measured<'a>(log: &'a str, what: &str, batches: usize) -> Vec<&'a str> {
+    let all: Vec<&str> = log.lines().filter(|l| l.contains(what)).collect();
+    assert_eq!(all.len(), 1 + 2 * batches, "one {what} per batch");
+    all[1..=batches].to_vec()
+}
+
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
@@ -210,20 +218,8 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         let _ = wait_child(c, Duration::from_secs(60));
     }
     let log = std::fs::read_to_string(d.log()).unwrap();
-    let all = log.lines().filter(|l| l.contains("timestep committed"));
-    assert_eq!(
-        all.clone().count(),
-        1 + 2 * batches,
-        "one timestep per batch"
-    );
-    let committed: Vec<&str> = all.skip(1).take(batches).collect();
-    let all = log.lines().filter(|l| l.contains("cluster step"));
-    assert_eq!(
-        all.clone().count(),
-        1 + 2 * batches,
-        "one cluster step per batch"
-    );
-    let steps: Vec<&str> = all.skip(1).take(batches).collect();
+    let committed = measured(&log, "timestep committed", batches);
+    let steps = measured(&log, "cluster step", batches);
     let m =
         |lines: &[&str], key: &str| mean(&lines.iter().map(|l| field(l, key)).collect::<Vec<_>>());
     let store_s = m(&committed, "store_seconds");
