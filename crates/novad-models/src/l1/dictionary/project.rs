@@ -25,24 +25,18 @@ pub fn project_nonneg_l1_ball(v: &mut [f64]) {
 
 /// θ such that Σ max(u_i − θ, 0) = 1, for positive `u` with Σ u > 1.
 ///
-/// The sort-based rule ([`sorted_threshold`]) needs only the largest values. θ is at least
-/// θ₀ = (Σ u − 1) / n (the first step of Michelot's fixed point), so values ≤ θ₀ are dropped
-/// in one pass; [`top_threshold`] narrows the rest further and sorts only what is left. When
-/// the rule stops inside those top values, the result is bit-identical to sorting all of `u`
-/// (the same values, summed in the same order); otherwise it falls back to the full sort.
+/// The sort-based rule ([`sorted_threshold`]) needs only the largest values: [`top_threshold`]
+/// narrows `u` to them (its first round drops the values ≤ θ₀ = (Σ u − 1) / n) and sorts only
+/// what is left. When the rule stops inside those top values, the result is bit-identical to
+/// sorting all of `u` (the same values, summed in the same order); otherwise it falls back to
+/// the full sort.
 fn simplex_threshold(u: Vec<f64>) -> f64 {
-    let floor = (u.iter().sum::<f64>() - 1.0) / u.len() as f64;
-    let mut next = f64::NEG_INFINITY;
-    let mut top = Vec::with_capacity(u.len());
-    for &v in &u {
-        if v > floor {
-            top.push(v);
-        } else {
-            next = next.max(v);
-        }
-    }
-    top_threshold(top, next).unwrap_or_else(|| full_threshold(u))
+    top_threshold(u.clone(), f64::NEG_INFINITY).unwrap_or_else(|| full_threshold(u))
 }
+
+/// Rounds of Michelot's fixed point before the sort: it usually stops dropping values after a
+/// few; more rounds only shrink a set that is sorted anyway.
+const NARROW_ROUNDS: usize = 16;
 
 /// The sort-based rule over all of `u` (positive, Σ u > 1).
 fn full_threshold(u: Vec<f64>) -> f64 {
@@ -57,9 +51,9 @@ fn full_threshold(u: Vec<f64>) -> f64 {
 /// runs over it followed by `next`. Those are the column's largest values in decreasing
 /// order, so when the rule stops among them its θ is the full sort's, bit for bit. `None`
 /// when it does not stop among them (possible only through rounding): the caller sorts the
-/// whole column.
+/// whole column. At most [`NARROW_ROUNDS`] rounds narrow the set (the rest is sorted as it is).
 fn top_threshold(mut top: Vec<f64>, mut next: f64) -> Option<f64> {
-    for _ in 0..16 {
+    for _ in 0..NARROW_ROUNDS {
         let sum: f64 = top.iter().sum();
         if top.is_empty() || sum <= 1.0 {
             break;
