@@ -17,7 +17,9 @@
 //! timestep come from the leader's log (`timestep committed`, `cluster step`), and each
 //! process's CPU seconds per timestep from /proc (on a shared machine the wall times suffer
 //! from other work; the leader's CPU seconds are what a dedicated 1-core machine would take),
-//! and each process's resident memory after the last timestep.
+//! and each process's resident memory after the last timestep. With `NOVAD_BENCH_LOGS=DIR` the
+//! daemon log of each run is kept as `DIR/1.log` and `DIR/2.log` (every step's figures, the
+//! replicas' included).
 #[path = "../tests/common/daemon.rs"]
 #[allow(dead_code)]
 mod harness;
@@ -218,6 +220,9 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         let _ = wait_child(c, Duration::from_secs(60));
     }
     let log = std::fs::read_to_string(d.log()).unwrap();
+    if let Ok(dir) = std::env::var("NOVAD_BENCH_LOGS") {
+        let _ = std::fs::write(Path::new(&dir).join(format!("{processes}.log")), &log);
+    }
     let committed = measured(&log, "timestep committed", batches);
     let steps = measured(&log, "cluster step", batches);
     let m =
