@@ -14,6 +14,24 @@ use novad::store::{guard, snapshot, Store, StoreError};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc's `mi_option_purge_delay`: its position in `mi_option_t` of the mimalloc (v3)
+/// sources `libmimalloc-sys` builds, which does not name it (checked by a test below).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Milliseconds freed memory stays with the process before mimalloc returns it to the system.
+/// With mimalloc's default (1 000 ms) a timestep faults much of its working memory in again as
+/// fresh zeroed pages; at 10 s the next timestep reuses it (`bench_cluster -- 8 200 hybrid`,
+/// docs/RESULTS.md: 4–10 % less time per timestep, more resident memory while busy). An idle
+/// daemon still gives it back after this long.
+const PURGE_DELAY_MS: std::ffi::c_long = 10_000;
+
+/// Set the allocator's options; a `MIMALLOC_PURGE_DELAY` in the environment still wins.
+fn tune_allocator() {
+    // SAFETY: mimalloc's option setters are plain stores into its option table; this runs
+    // first in `main`, before any other thread of ours exists.
+    unsafe { libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) }
+}
+
 fn init_logs(verbose: u8, default: &str) {
     let level = match verbose {
         0 => default,
@@ -31,6 +49,7 @@ fn init_logs(verbose: u8, default: &str) {
 }
 
 fn main() -> ExitCode {
+    tune_allocator();
     let cli = Cli::parse();
     let default_level = if matches!(cli.command, Command::Run(_) | Command::Ingest(_)) {
         "info"
@@ -450,4 +469,25 @@ fn open_existing(dir: &std::path::Path) -> Result<Store> {
         );
     }
     Ok(Store::open(dir)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The option set is mimalloc's purge delay: before, it holds that option's default of the
+    /// bundled mimalloc v3 (1 000 ms; the neighbouring options default to 1 and 0), after, the
+    /// value set. A mimalloc whose option table moved fails here.
+    #[test]
+    fn the_purge_delay_option_is_mimallocs() {
+        // SAFETY: reading an option of the process's allocator
+        let before = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
+        assert_eq!(
+            before, 1_000,
+            "mimalloc's default purge delay (run without MIMALLOC_PURGE_DELAY)"
+        );
+        tune_allocator();
+        let after = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
+        assert_eq!(after, PURGE_DELAY_MS);
+    }
 }
