@@ -83,3 +83,64 @@ fn dictclust_recovers_planted_clusters() {
         }
     }
 }
+
+/// Two novel documents far longer than `TOPIC_MAX_TERMS` (the planted words of topic 2 many
+/// times over, plus 600 words only they share) leave the planted clusters intact and join
+/// topic 2.
+#[test]
+fn long_documents_join_their_topic() {
+    let (k, per_topic, seed) = (3, 30, 5);
+    let mut r = rng(seed);
+    let mut texts = Vec::new();
+    let mut labels = Vec::new();
+    for i in 0..k * per_topic {
+        let t = i % k;
+        let w: Vec<String> = (0..25)
+            .map(|_| format!("planted{t}term{}", r.random_range(0..15)))
+            .collect();
+        texts.push(w.join(" "));
+        labels.push(t);
+    }
+    for _ in 0..2 {
+        let mut w: Vec<String> = (0..15)
+            .flat_map(|j| std::iter::repeat_n(format!("planted2term{j}"), 20))
+            .collect();
+        w.extend((0..600).map(|j| format!("tail{j}word")));
+        texts.push(w.join(" "));
+        labels.push(2);
+    }
+    let tok = Tokenizer::default();
+    let toks: Vec<Vec<String>> = texts.iter().map(|t| tok.tokens(t)).collect();
+    let mut v = Vocabulary::new(10_000);
+    let (counts, _) = v.observe(&toks, 0);
+    let docs: Vec<_> = counts
+        .iter()
+        .map(|c| tfidf_l1(c, |id| v.df(id), v.docs_seen()))
+        .collect();
+    assert!(docs[docs.len() - 1].ids.len() > novad_models::l1::dictclust::TOPIC_MAX_TERMS);
+    let novel: Vec<usize> = (0..docs.len()).collect();
+    let scores = vec![1.0; docs.len()];
+    let params = TopicParams {
+        k1: 6,
+        min_support: 3,
+        ..TopicParams::default()
+    };
+    let (_, assign) = dictclust(
+        &docs,
+        &scores,
+        &novel,
+        v.len(),
+        &CodingParams::paper(),
+        &params,
+        seed,
+    );
+    let truth: Vec<Option<usize>> = labels.iter().map(|&l| Some(l)).collect();
+    let found: Vec<Option<usize>> = assign.iter().map(|a| a.map(|x| x as usize)).collect();
+    let (p, rc, f1) = pairwise_prf(&truth, &found);
+    assert!(f1 >= 0.9, "F1 {f1:.3} (P {p:.3}, R {rc:.3})");
+    let n = docs.len();
+    // documents 2, 5, 8, … are topic 2's
+    let topic2 = found[2].expect("a planted document has a cluster");
+    assert_eq!(found[n - 2], Some(topic2), "the first long document");
+    assert_eq!(found[n - 1], Some(topic2), "the second long document");
+}
