@@ -4,16 +4,13 @@ mod common;
 use common::rng;
 use novad_models::l1::coding::CodingParams;
 use novad_models::l1::dictclust::{dictclust, pairwise_prf, TopicParams};
-use novad_models::text::{tfidf_l1, Tokenizer, Vocabulary};
+use novad_models::model::Topic;
+use novad_models::text::{tfidf_l1, SparseDoc, Tokenizer, Vocabulary};
 use rand::Rng;
 
 /// Novel documents from `k` planted topics (15 words each, 25 draws per document, a few shared
 /// words); returns vectors, labels and the vocabulary.
-fn planted(
-    k: usize,
-    per_topic: usize,
-    seed: u64,
-) -> (Vec<novad_models::text::SparseDoc>, Vec<usize>, Vocabulary) {
+fn planted(k: usize, per_topic: usize, seed: u64) -> (Vec<SparseDoc>, Vec<usize>, Vocabulary) {
     let mut r = rng(seed);
     let mut texts = Vec::new();
     let mut labels = Vec::new();
@@ -26,6 +23,12 @@ fn planted(
         texts.push(w.join(" "));
         labels.push(t);
     }
+    let (docs, v) = vectorise(&texts);
+    (docs, labels, v)
+}
+
+/// The texts' TF-IDF vectors over a vocabulary built from them.
+fn vectorise(texts: &[String]) -> (Vec<SparseDoc>, Vocabulary) {
     let tok = Tokenizer::default();
     let toks: Vec<Vec<String>> = texts.iter().map(|t| tok.tokens(t)).collect();
     let mut v = Vocabulary::new(10_000);
@@ -34,32 +37,52 @@ fn planted(
         .iter()
         .map(|c| tfidf_l1(c, |id| v.df(id), v.docs_seen()))
         .collect();
-    (docs, labels, v)
+    (docs, v)
+}
+
+/// What [`cluster_all`] found.
+struct Clustered {
+    topics: Vec<Topic>,
+    /// Each document's cluster.
+    found: Vec<Option<usize>>,
+    /// Pairwise (P, R, F1) against the labels.
+    prf: (f64, f64, f64),
+}
+
+/// DICTCLUST over every document (all novel, equal scores, k₁ atoms, support 3, the paper's
+/// coding), scored against `labels`.
+fn cluster_all(docs: &[SparseDoc], m: usize, labels: &[usize], k1: usize, seed: u64) -> Clustered {
+    let novel: Vec<usize> = (0..docs.len()).collect();
+    let scores = vec![1.0; docs.len()];
+    let params = TopicParams {
+        k1,
+        min_support: 3,
+        ..TopicParams::default()
+    };
+    let (topics, assign) = dictclust(
+        docs,
+        &scores,
+        &novel,
+        m,
+        &CodingParams::paper(),
+        &params,
+        seed,
+    );
+    let truth: Vec<Option<usize>> = labels.iter().map(|&l| Some(l)).collect();
+    let found: Vec<Option<usize>> = assign.iter().map(|a| a.map(|x| x as usize)).collect();
+    let prf = pairwise_prf(&truth, &found);
+    Clustered { topics, found, prf }
 }
 
 #[test]
 fn dictclust_recovers_planted_clusters() {
     for (k, k1, seed) in [(3, 3, 1), (3, 6, 2), (4, 10, 3)] {
         let (docs, labels, vocab) = planted(k, 30, seed);
-        let novel: Vec<usize> = (0..docs.len()).collect();
-        let scores = vec![1.0; docs.len()];
-        let params = TopicParams {
-            k1,
-            min_support: 3,
-            ..TopicParams::default()
-        };
-        let (topics, assign) = dictclust(
-            &docs,
-            &scores,
-            &novel,
-            vocab.len(),
-            &CodingParams::paper(),
-            &params,
-            seed,
-        );
-        let truth: Vec<Option<usize>> = labels.iter().map(|&l| Some(l)).collect();
-        let found: Vec<Option<usize>> = assign.iter().map(|a| a.map(|x| x as usize)).collect();
-        let (p, r, f1) = pairwise_prf(&truth, &found);
+        let Clustered {
+            topics,
+            prf: (p, r, f1),
+            ..
+        } = cluster_all(&docs, vocab.len(), &labels, k1, seed);
         eprintln!(
             "k {k} k1 {k1}: P {p:.3} R {r:.3} F1 {f1:.3}, {} topics",
             topics.len()
@@ -109,34 +132,13 @@ fn long_documents_join_their_topic() {
         texts.push(w.join(" "));
         labels.push(2);
     }
-    let tok = Tokenizer::default();
-    let toks: Vec<Vec<String>> = texts.iter().map(|t| tok.tokens(t)).collect();
-    let mut v = Vocabulary::new(10_000);
-    let (counts, _) = v.observe(&toks, 0);
-    let docs: Vec<_> = counts
-        .iter()
-        .map(|c| tfidf_l1(c, |id| v.df(id), v.docs_seen()))
-        .collect();
+    let (docs, v) = vectorise(&texts);
     assert!(docs[docs.len() - 1].ids.len() > novad_models::l1::dictclust::TOPIC_MAX_TERMS);
-    let novel: Vec<usize> = (0..docs.len()).collect();
-    let scores = vec![1.0; docs.len()];
-    let params = TopicParams {
-        k1: 6,
-        min_support: 3,
-        ..TopicParams::default()
-    };
-    let (_, assign) = dictclust(
-        &docs,
-        &scores,
-        &novel,
-        v.len(),
-        &CodingParams::paper(),
-        &params,
-        seed,
-    );
-    let truth: Vec<Option<usize>> = labels.iter().map(|&l| Some(l)).collect();
-    let found: Vec<Option<usize>> = assign.iter().map(|a| a.map(|x| x as usize)).collect();
-    let (p, rc, f1) = pairwise_prf(&truth, &found);
+    let Clustered {
+        found,
+        prf: (p, rc, f1),
+        ..
+    } = cluster_all(&docs, v.len(), &labels, 6, seed);
     assert!(f1 >= 0.9, "F1 {f1:.3} (P {p:.3}, R {rc:.3})");
     let n = docs.len();
     // documents 2, 5, 8, … are topic 2's
