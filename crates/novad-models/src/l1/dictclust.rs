@@ -51,8 +51,8 @@ pub const TOPIC_MAX_ITER: u32 = 300;
 
 /// Terms a novel document brings to the topic stage at most: its heaviest shared terms (ties by
 /// lower term id). A very long post (one of 1,436 shared terms among 98 novel posts in the
-/// 20NG stream of `bench_cluster`) made R's learning take 0.137 s where the stage usually
-/// takes 0.02–0.04 s; the memory keeps the same number of terms per document. An internal
+/// 20NG stream of `bench_cluster`) made R's learning take 0.137 s where the other timesteps'
+/// took 0.014–0.048 s; the memory keeps the same number of terms per document. An internal
 /// budget, not a modelling choice: ordinary posts have far fewer shared terms, so their
 /// clusters are unchanged.
 pub const TOPIC_MAX_TERMS: usize = 256;
