@@ -1,11 +1,12 @@
-//! A step whose topics and refresh plan were worked out by another replica ([`Found`]).
+//! A step whose topics and refresh plan were worked out by another replica ([`Found`]), or
+//! whose dictionary update was computed by another ([`Updated`]).
 mod common;
 
 use common::ostc::planted;
 use common::rng;
 use novad_models::l1::dictionary::LOGICAL_SHARDS;
 use novad_models::l1::replicate::{
-    CodingJob, Found, Replication, ShardOutput, ShardTerms, TermJob,
+    CodingJob, Found, Replication, ShardOutput, ShardTerms, TermJob, Updated,
 };
 use novad_models::model::EngineError;
 use novad_models::{Model, Params};
@@ -171,4 +172,100 @@ fn terms_resolved_by_shard_assemble_in_batch_order_and_are_checked() {
     let mut again = outs.clone();
     again.push(outs[0].clone());
     assert!(err(again).contains("given twice"));
+}
+
+/// Computes the update and passes it on (keeps what it passed on).
+struct Sender {
+    sent: Option<Updated>,
+}
+
+/// Takes the update from elsewhere instead of computing it.
+struct Receiver {
+    given: Updated,
+}
+
+impl Replication for Sender {
+    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
+        Ok(terms_all(job))
+    }
+    fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
+        Ok(code_all(job))
+    }
+    fn shares_update(&self) -> bool {
+        true
+    }
+    fn updated(&mut self, mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
+        self.sent = Some(mine.expect("the sender computes the update"));
+        Ok(None)
+    }
+}
+
+impl Replication for Receiver {
+    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
+        Ok(terms_all(job))
+    }
+    fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
+        Ok(code_all(job))
+    }
+    fn shares_update(&self) -> bool {
+        true
+    }
+    fn updates(&self) -> bool {
+        false
+    }
+    fn updated(&mut self, mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
+        assert!(mine.is_none(), "a receiver computes no update");
+        Ok(Some(self.given.clone()))
+    }
+}
+
+/// A replica that takes the update another computed ends with that replica's model, which is
+/// a single-node step's model bit for bit; an update that does not fit the step is refused.
+#[test]
+fn a_step_with_a_received_update_equals_the_senders_and_a_local_step() {
+    let (model, batch) = bootstrapped();
+    let mut sender = Sender { sent: None };
+    let (a, out_a) = model.step_replicated(&batch, None, &mut sender).unwrap();
+    let sent = sender.sent.expect("the step updates the dictionary");
+    assert!(
+        out_a.stats.atoms_refreshed > 0,
+        "the update includes the refresh"
+    );
+    let (c, _) = model.step(&batch).unwrap();
+    assert_eq!(
+        a.state_parts(),
+        c.state_parts(),
+        "the sender steps as one node"
+    );
+
+    let mut receiver = Receiver {
+        given: sent.clone(),
+    };
+    let (b, out_b) = model.step_replicated(&batch, None, &mut receiver).unwrap();
+    assert_eq!(
+        b.state_parts(),
+        c.state_parts(),
+        "the receiver ends where one node does"
+    );
+    assert_eq!(out_b.stats.atoms_refreshed, out_a.stats.atoms_refreshed);
+
+    let refused = |f: &dyn Fn(&mut Updated)| {
+        let mut given = sent.clone();
+        f(&mut given);
+        match model.step_replicated(&batch, None, &mut Receiver { given }) {
+            Err(EngineError::Inconsistent(e)) => e,
+            other => panic!("expected an inconsistency, got {:?}", other.map(|_| ())),
+        }
+    };
+    assert!(refused(&|u| u.last_used.pop().map(drop).unwrap()).contains("atom ages"));
+    assert!(refused(&|u| u.dict.truncate(3)).contains("dictionary update received"));
+    let other = {
+        let mut r = rng(3);
+        let (m, _) = Model::new(Params::novad_default().with_k(12))
+            .unwrap()
+            .step(&planted(&mut r, &[0, 1], 30))
+            .unwrap();
+        novad_models::l1::dictionary::image::encode(m.dictionary())
+    };
+    assert!(refused(&|u| u.dict = other.clone()).contains("rows"));
 }

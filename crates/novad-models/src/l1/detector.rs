@@ -15,7 +15,7 @@ use crate::l1::dictionary::{
     RefreshPlan,
 };
 use crate::l1::params::Params;
-use crate::l1::replicate::{CodingJob, Found, Local, Replication, Tapped, TermJob};
+use crate::l1::replicate::{CodingJob, Found, Local, Replication, Tapped, TermJob, Updated};
 use crate::model::{
     decode_part, judged, params_image, Code, EngineError, Judge, OiadmmStats, ParamsError, Scored,
     StepOutput, StepStats, Verdict,
@@ -377,12 +377,18 @@ impl Model {
         stats.seconds_topics = t_topics.elapsed().as_secs_f64();
 
         // Dictionary update (not on the bootstrap batch, not before bootstrap, not on an empty
-        // batch).
+        // batch). When the replicas share it, one computes it and the others receive it.
         let t2 = Instant::now();
-        let (mut dict, delta) = if bootstrapped && !is_bootstrap && n > 0 {
+        let updating = bootstrapped && !is_bootstrap && n > 0;
+        let shared = updating && !p.oiadmm.carry_delta && rep.shares_update();
+        let receives = shared && !rep.updates();
+        let (mut dict, delta) = if updating && !receives {
             let (a, delta, st) = self.update(&vectors, &codes, &dict, &change);
             stats.oiadmm = st;
             (a, delta)
+        } else if receives {
+            // replaced below by the update received (Δ is not carried when the update is shared)
+            (dict, Multiplier::zeros(m, 0))
         } else {
             let n_prev = self.delta.ncols();
             (dict, self.delta.remap_resize(&change.remap, n_prev))
@@ -410,12 +416,24 @@ impl Model {
                     *lu = self.timestep;
                 }
             }
+        } else if receives {
+            let u = rep
+                .updated(None)?
+                .ok_or_else(|| missing("dictionary update"))?;
+            (dict, last_used) = received_update(u, m, &mut stats)?;
         } else if refresh.is_some() {
             let plan = found.refresh.ok_or_else(|| missing("refresh plan"))?;
             stats.atoms_refreshed = self.refresh(&mut dict, &mut last_used, &plan)?;
         }
-        if bootstrapped && !is_bootstrap {
+        if bootstrapped && !is_bootstrap && !receives {
             self.adapt_atoms(&mut dict, &mut last_used, &topics, &mut stats);
+        }
+        if shared && !receives {
+            rep.updated(Some(Updated {
+                dict: image::encode(&dict),
+                last_used: last_used.clone(),
+                refreshed: stats.atoms_refreshed,
+            }))?;
         }
         stats.atoms = dict.ncols();
         stats.seconds_update = t2.elapsed().as_secs_f64();
@@ -742,4 +760,31 @@ pub struct ModelParts {
     pub last_used: Vec<u64>,
     pub timestep: u64,
     pub bootstrapped: bool,
+}
+
+/// The dictionary update another replica computed and passed on ([`Updated`]), checked to fit
+/// this step: Â_{t+1} with `m` rows and the atoms' last-used timesteps, one per atom.
+fn received_update(
+    u: Updated,
+    m: usize,
+    stats: &mut StepStats,
+) -> Result<(Dictionary, Vec<u64>), EngineError> {
+    let bad =
+        |why: String| EngineError::Inconsistent(format!("the dictionary update received: {why}"));
+    let dict = image::decode(&u.dict).map_err(bad)?;
+    if dict.nrows() != m {
+        return Err(bad(format!(
+            "{} rows, the vocabulary has {m} terms",
+            dict.nrows()
+        )));
+    }
+    if u.last_used.len() != dict.ncols() {
+        return Err(bad(format!(
+            "{} atom ages for {} atoms",
+            u.last_used.len(),
+            dict.ncols()
+        )));
+    }
+    stats.atoms_refreshed = u.refreshed;
+    Ok((dict, u.last_used))
 }

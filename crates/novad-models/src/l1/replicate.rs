@@ -6,11 +6,13 @@
 //! a [`CodingJob`] the batch's vectors and the dictionary; the replication returns, for every
 //! logical shard, its documents' resolved terms ([`ShardTerms`]) and codes ([`ShardOutput`]).
 //! [`Local`] computes every shard here; a cluster computes each shard on one replica and
-//! gathers them all. The step's emerging topics and the plan of its atom refresh, which do not need the
-//! updated Â, are worked out by one replica while the others run the update, and offered to
-//! them ([`Found`], [`Replication::offer`], [`Replication::found`]). Everything else in the
-//! step is a deterministic function of the model, the batch and these outputs, so replicas
-//! that start from the same model and see the same batch and outputs end with the same model.
+//! gathers them all. The step's emerging topics and the plan of its atom refresh, which do not
+//! need the updated Â, are worked out by one replica while another runs the update, and
+//! offered to them ([`Found`], [`Replication::offer`], [`Replication::found`]); the update
+//! itself may be computed by one replica and passed on to the others ([`Updated`],
+//! [`Replication::updated`]). Everything else in the step is a deterministic function of the
+//! model, the batch and these outputs, so replicas that start from the same model and see the
+//! same batch and outputs end with the same model.
 
 use foldhash::{HashSet, HashSetExt};
 use rayon::prelude::*;
@@ -183,13 +185,24 @@ fn code_fits(c: &Code, m: usize, k: usize) -> bool {
             .all(|&(i, r)| (i as usize) < m && r.is_finite())
 }
 
-/// What one replica works out for all of them in a step, while the others run the update:
+/// What one replica works out for all of them in a step, while another runs the update:
 /// the step's emerging topics (when it has topics) and the plan of its atom refresh (when it
 /// refreshes atoms). Neither needs the updated Â.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Found {
     pub topics: Option<Vec<Topic>>,
     pub refresh: Option<RefreshPlan>,
+}
+
+/// A step's dictionary update (OIADMM, atom refresh, resize) as the replica that computes it
+/// passes it on to the others ([`Replication::updated`]): Â_{t+1} as its stored image
+/// ([`crate::l1::dictionary::image`], bit for bit), the atoms' last-used timesteps, and how
+/// many atoms were refreshed. O(m + non-zeros of Â) bytes, whatever the batch size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Updated {
+    pub dict: Vec<u8>,
+    pub last_used: Vec<u64>,
+    pub refreshed: usize,
 }
 
 /// A search of a replica's memory: the nearest remembered document of the batch document at
@@ -215,7 +228,7 @@ pub trait Replication {
 
     /// True when this replica works out the step's [`Found`] (its emerging topics and the
     /// plan of its atom refresh): [`Local`] always; in a cluster one worker does, before the
-    /// update, while the others go on with it.
+    /// update, while another runs it.
     fn finds(&self) -> bool {
         true
     }
@@ -258,6 +271,25 @@ pub trait Replication {
         }
         let all: Vec<(usize, Option<Floor>)> = (0..n).map(|j| (j, None)).collect();
         Ok(search(&all))
+    }
+
+    /// True when the replicas share the step's dictionary update: one computes it and passes
+    /// it on ([`Self::updated`]), the others take it instead of computing it. [`Local`]: false.
+    /// Only a model that starts every batch from Δ = 0 shares it (a carried Δ would have to
+    /// travel too); the others compute it on every replica.
+    fn shares_update(&self) -> bool {
+        false
+    }
+
+    /// True when this replica computes the step's dictionary update (when it is shared).
+    fn updates(&self) -> bool {
+        true
+    }
+
+    /// Called once per step that updates the dictionary, when [`Self::shares_update`]: `Some`
+    /// from the replica that computed it (passed on), `None` from the others (which get it).
+    fn updated(&mut self, _mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
+        Ok(None)
     }
 
     /// True for [`Local`]: every shard is computed here (any model kind may then step).
