@@ -155,6 +155,9 @@ fn report_ingest(out: &mut impl Write, f: &std::path::Path, o: Outcome) -> Resul
             "{f}: duplicate of {of}, timestep {timestep} (same content); skipped"
         )?,
         Outcome::Blank { .. } => {}
+        Outcome::Deferred { timestep, .. } => {
+            unreachable!("`novad ingest` commits in line; timestep {timestep} was deferred")
+        }
         Outcome::Rejected(why) => {
             eprintln!("novad: {f} rejected: {why}");
             return Ok(1);

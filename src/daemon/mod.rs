@@ -16,6 +16,7 @@
 
 pub mod api;
 pub mod inbox;
+mod settle;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -182,6 +183,9 @@ fn run_with(
     if replicas.is_some() && !ing.engine.replicable() {
         return Err(DaemonError::SingleNode(ing.engine.kind()));
     }
+    // a cluster's leader commits in the background, while the next timestep steps: its
+    // rounds' waits for the replicas give the committer thread its time
+    ing.defer = replicas.is_some();
     ing.replicas = replicas;
     let sock =
         api::serve(&cfg.store, ing.store.db().clone()).map_err(|source| DaemonError::Api {
@@ -199,12 +203,16 @@ fn run_with(
     let (_watcher, rx) = watch(&dir);
     let mut inbox = Inbox::new(dir, cfg.settle);
     let mut active: Option<FileJob> = None;
+    let mut later = settle::Later::default();
     while !term.load(Ordering::SeqCst) {
         if let Some(mut job) = active.take() {
-            let goes_on = continue_file(&mut ing, &mut inbox, &mut job, cfg.limits);
-            if survive_store_error(goes_on, cfg, &term)? == Some(true) {
-                active = Some(job);
+            let next = continue_file(&mut ing, &mut inbox, &mut job, cfg.limits, &mut later);
+            match survive_store_error(next, cfg, &term)? {
+                Some(Next::GoOn) => active = Some(job),
+                Some(Next::Awaiting(t)) => later.awaiting(t, job),
+                Some(Next::Done) | None => {}
             }
+            later.drain(&mut ing, &mut inbox);
             continue;
         }
         INBOX_SCANS.fetch_add(1, Ordering::Relaxed);
@@ -213,6 +221,14 @@ fn run_with(
             inbox.forget(&path);
             let started = start_file(&mut ing, &mut inbox, &path);
             active = survive_store_error(started, cfg, &term)?.flatten();
+            later.drain(&mut ing, &mut inbox);
+            continue;
+        }
+        // nothing to step now: the commit in flight becomes durable, its file is moved
+        if ing.in_flight().is_some() {
+            let settled = ing.settle().map_err(DaemonError::from);
+            survive_store_error(settled, cfg, &term)?;
+            later.drain(&mut ing, &mut inbox);
             continue;
         }
         let wait = if scan.pending {
@@ -240,6 +256,12 @@ fn run_with(
             "shutting down; the file stays in the inbox and resumes at that byte"
         ),
         None => tracing::info!(timestep = ing.engine.timestep(), "shutting down"),
+    }
+    match ing.settle() {
+        Ok(()) => later.drain(&mut ing, &mut inbox),
+        Err(e) => {
+            tracing::error!(error = %e, "the last timestep's commit failed; its file stays in the inbox")
+        }
     }
     drop(active);
     drop(ing);
@@ -303,56 +325,34 @@ fn start_file(
     Ok(None)
 }
 
-/// Ingest the next range of `job`; returns whether the job goes on.
+/// What becomes of a file job after one of its timesteps.
+enum Next {
+    /// It has more to ingest.
+    GoOn,
+    /// It is finished (moved, left in the inbox, or rejected).
+    Done,
+    /// Every byte of it is stepped, and its last timestep is this one, whose commit is in
+    /// flight: it is moved once that is durable.
+    Awaiting(u64),
+}
+
+/// Ingest the next range of `job`.
 fn continue_file(
     ing: &mut Ingestor,
     inbox: &mut Inbox,
     job: &mut FileJob,
     limits: Limits,
-) -> Result<bool, DaemonError> {
+    later: &mut settle::Later,
+) -> Result<Next, DaemonError> {
     let name = shown(&job.name);
     let started_at = job.pos();
     match ing.next_timestep(job, limits, now_ms()) {
-        Ok(Outcome::Committed {
-            timestep,
-            stats,
-            commit,
-            start,
-            end,
-            seconds,
-            seconds_store,
-            seconds_step,
-            seconds_hybrid,
-            seconds_commit,
-            memory_docs,
-        }) => {
-            tracing::info!(
-                file = %name,
-                timestep,
-                bytes = format!("{start}..{end} of {}", job.len()),
-                docs = stats.docs,
-                novel = stats.novel,
-                bootstrap = stats.bootstrap,
-                ceiling = format!("{:.3}", stats.ceiling_fraction),
-                written_kib = commit.bytes / 1024,
-                seconds = format!("{seconds:.3}"),
-                store_seconds = format!("{seconds_store:.3}"),
-                step_seconds = format!("{seconds_step:.3}"),
-                vectorize_seconds = format!("{:.3}", stats.seconds_vectorize),
-                coding_seconds = format!("{:.3}", stats.seconds_coding),
-                coding_iterations = format!("{:.1}", stats.mean_iterations),
-                update_seconds = format!("{:.3}", stats.seconds_update),
-                topics_seconds = format!("{:.3}", stats.seconds_topics),
-                hybrid_seconds = format!("{seconds_hybrid:.3}"),
-                commit_seconds = format!("{seconds_commit:.3}"),
-                memory_docs = memory_docs.map_or("none".to_string(), |n| n.to_string()),
-                "timestep committed"
-            );
-        }
+        Ok(o @ Outcome::Committed { .. }) => settle::log_committed(&name, job.len(), &o),
+        Ok(Outcome::Deferred { timestep, .. }) => later.stepped(timestep, job.len()),
         Ok(Outcome::Blank { .. }) => {}
         Ok(Outcome::Changed(why)) => {
             tracing::info!(file = %name, reason = %why, "changed while being read; nothing of that part was applied, it is read again once stable");
-            return Ok(false);
+            return Ok(Next::Done);
         }
         Ok(Outcome::Rejected(why)) => {
             let applied = if started_at == 0 {
@@ -362,28 +362,31 @@ fn continue_file(
             };
             let why = format!("bytes from {started_at} on: {why}");
             inbox::reject(&inbox.rejected, &job.path, &why, &applied);
-            return Ok(false);
+            return Ok(Next::Done);
         }
         Ok(o @ (Outcome::AlreadyCommitted { .. } | Outcome::Duplicate { .. })) => {
             unreachable!("next_timestep never reports {o:?}")
         }
         Err(IngestError::Read { path, source }) => {
             tracing::warn!(file = %shown(&path), error = %source, "cannot read batch file; trying again later");
-            return Ok(false);
+            return Ok(Next::Done);
         }
         Err(IngestError::Store(e)) => return Err(e.into()),
     }
     if job.done() {
+        if let Some(t) = ing.in_flight() {
+            return Ok(Next::Awaiting(t));
+        }
         finish(ing, inbox, job);
-        return Ok(false);
+        return Ok(Next::Done);
     }
-    Ok(true)
+    Ok(Next::GoOn)
 }
 
 /// Move a fully committed file to `processed/` if it is still exactly what was committed;
 /// otherwise leave it in the inbox (a grown file's new part becomes the next timestep once the
 /// file is stable again).
-fn finish(ing: &Ingestor, inbox: &mut Inbox, job: &FileJob) {
+pub(crate) fn finish(ing: &Ingestor, inbox: &mut Inbox, job: &FileJob) {
     let name = shown(&job.name);
     let writer = job.writer_open() == Some(true);
     match job.check() {

@@ -350,7 +350,7 @@ impl Ingestor {
     /// Open a batch file and decide how to ingest it: resume after its last committed range
     /// (same inode, same bytes up to there), recognise a whole file committed before, or
     /// validate it and start at byte 0. Nothing is committed here.
-    pub fn begin(&self, path: &Path, now_ms: i64) -> Result<Begin, IngestError> {
+    pub fn begin(&mut self, path: &Path, now_ms: i64) -> Result<Begin, IngestError> {
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -389,6 +389,8 @@ impl Ingestor {
             job.writing = true;
             job.len = complete_len(&job.file, job.len).map_err(read_err)?;
         }
+        // a commit in flight of this file writes its progress, which `resume` reads
+        self.settle_if(&job.name, None)?;
         let committed_to = match self.resume(&mut job)? {
             Resume::Fresh => None,
             Resume::At { timestep } => Some(timestep),
@@ -396,6 +398,7 @@ impl Ingestor {
         };
         let v = validate(&job, now_ms).map_err(read_err)?;
         if committed_to.is_none() && v.error.is_none() && !job.writing {
+            self.settle_if(&job.name, Some(&v.whole))?;
             if let Some(rec) = self.store.file_record(&v.whole)? {
                 let same = rec.name == job.name
                     && rec
@@ -518,7 +521,7 @@ impl Ingestor {
                 progress: true,
             };
             let o = self.commit_docs(&src, &docs, now_ms, t0)?;
-            if !matches!(o, Outcome::Committed { .. }) {
+            if !matches!(o, Outcome::Committed { .. } | Outcome::Deferred { .. }) {
                 return Ok(o);
             }
             job.key = Some(key);

@@ -9,6 +9,7 @@
 //! See [`file`] for the checks made before every commit.
 
 pub mod file;
+mod later;
 
 use std::path::Path;
 use std::time::Instant;
@@ -17,15 +18,14 @@ use thiserror::Error;
 
 use crate::batch::{parse_batch, BatchDoc, BatchError};
 use crate::store::schema::{topic_key, TopicRecord};
-use crate::store::schema::{
-    FileRange, FileRecord, HybridRecord, NearestRecord, TimestepRecord, VerdictRecord,
-};
-use crate::store::{CommitStats, Store, StoreError, TimestepWrite};
+use crate::store::schema::{FileRange, HybridRecord, NearestRecord, VerdictRecord};
+use crate::store::{CommitStats, Store, StoreError};
 use novad_models::memory::HybridVerdict;
 use novad_models::{Engine, ModelParams};
 use novad_models::{EngineError, StepOutput, StepStats};
 
 pub use file::{Begin, FileCheck, FileJob};
+pub use later::Settled;
 
 #[derive(Debug, Error)]
 pub enum IngestError {
@@ -83,6 +83,10 @@ pub enum Outcome {
         /// Documents in the hybrid detector's memory after this timestep (None without it).
         memory_docs: Option<usize>,
     },
+    /// A new timestep was stepped and its commit handed to the store's committer thread
+    /// ([`Ingestor::defer`]): not durable until settled, when its [`Outcome::Committed`] is
+    /// reported by [`Ingestor::take_settled`].
+    Deferred { timestep: u64, start: u64, end: u64 },
     /// The same content was committed before (e.g. a crash after the flush, before the move).
     AlreadyCommitted { timestep: u64 },
     /// The whole content equals what was committed from another file (or another copy of it).
@@ -103,17 +107,30 @@ pub struct Ingestor {
     pub engine: Engine,
     /// When set, every step is shared with these replicas of the model (a cluster's leader).
     pub replicas: Option<Box<dyn Replicas>>,
+    /// Commit in the background: a timestep's transaction and flush run on the store's
+    /// committer thread while the next timestep steps (see [`Store::commit_later`]). The model
+    /// in memory then runs one timestep ahead of the durable store; the caller moves a batch
+    /// file only once its last timestep is settled ([`Self::settle`], [`Self::in_flight`]).
+    pub defer: bool,
+    /// The timesteps stepped and not yet durable, and those settled since the caller last
+    /// took them.
+    later: later::Later,
 }
 
 /// Replicas of the engine's model elsewhere that share its steps (see [`crate::cluster`]).
 pub trait Replicas {
     /// Step `engine` on the batch as [`Engine::step_at_moving`] does (same result), sharing
     /// the work with the replicas.
+    /// `before`, when given, is called once with the engine as it is before the step (the
+    /// last timestep's state), right after the batch has gone out to the replicas and before
+    /// the step: the leader's work on the last timestep (its records, its commit) then
+    /// overlaps the replicas' start on this one.
     fn step(
         &mut self,
         engine: &mut Engine,
         texts: &[&str],
         times: &[i64],
+        before: Option<&mut dyn FnMut(&Engine)>,
     ) -> Result<(Engine, StepOutput), EngineError>;
     /// The engine the last step returned is now the committed state.
     fn committed(&mut self);
@@ -139,6 +156,8 @@ impl Ingestor {
             store,
             engine,
             replicas: None,
+            defer: false,
+            later: later::Later::default(),
         })
     }
 
@@ -164,7 +183,10 @@ impl Ingestor {
         let mut out = Vec::new();
         while !job.done() {
             let o = self.next_timestep(&mut job, limits, now_ms)?;
-            let go_on = matches!(o, Outcome::Committed { .. } | Outcome::Blank { .. });
+            let go_on = matches!(
+                o,
+                Outcome::Committed { .. } | Outcome::Deferred { .. } | Outcome::Blank { .. }
+            );
             out.push(o);
             if !go_on {
                 break;
@@ -219,7 +241,10 @@ impl Ingestor {
         self.commit_docs(&src, &docs, now_ms, t0)
     }
 
-    /// Step the model on `docs` and commit the timestep with its records; flush.
+    /// Step the model on `docs` and commit the timestep with its records; flush. With
+    /// [`Self::defer`], the records and the commit are worked out once the next timestep's
+    /// batch has gone out to the replicas (or at [`Self::settle`]), and applied in the
+    /// background: the outcome is then [`Outcome::Deferred`].
     fn commit_docs(
         &mut self,
         src: &Source,
@@ -231,15 +256,34 @@ impl Ingestor {
         let times: Vec<i64> = docs.iter().map(|d| d.time).collect();
         if self.engine.is_spent() {
             // a step whose commit failed moved the detector's memory away: the store still
-            // holds the state before it, which is the state to go on from
+            // holds the state before it, which is the state to go on from (once the commit in
+            // flight, if any, has landed)
+            self.settle()?;
             self.engine = self.store.engine(None)?;
         }
         let t_step = Instant::now();
         // the memory is updated in place: `self.engine` is spent until replaced below
-        let stepped = match &mut self.replicas {
-            Some(r) => r.step(&mut self.engine, &texts, &times),
-            None => self.engine.step_at_moving(&texts, &times),
+        let (stepped, failed) = match &mut self.replicas {
+            Some(r) => {
+                // the timestep before this one is written while the replicas start on this one
+                let waiting = self.later.has_stepped();
+                let (store, later) = (&mut self.store, &mut self.later);
+                let mut failed = None;
+                let mut hand_over = |e: &Engine| failed = later.hand_over(store, e).err();
+                let before: Option<&mut dyn FnMut(&Engine)> = match waiting {
+                    true => Some(&mut hand_over),
+                    false => None,
+                };
+                (r.step(&mut self.engine, &texts, &times, before), failed)
+            }
+            None => {
+                self.later.hand_over(&mut self.store, &self.engine)?;
+                (self.engine.step_at_moving(&texts, &times), None)
+            }
         };
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
         let (model, out) = match stepped {
             Ok(r) => r,
             Err(e @ EngineError::NonFinite(_)) | Err(e @ EngineError::Inconsistent(_)) => {
@@ -253,30 +297,32 @@ impl Ingestor {
         };
         let seconds_step = t_step.elapsed().as_secs_f64();
         let timestep = self.engine.timestep();
-        let (verdicts, topics) =
-            step_records(src.name, timestep, docs, &model, &out, now_ms, &self.store);
-        let hex: String = src.key.iter().map(|b| format!("{b:02x}")).collect();
-        let write = TimestepWrite {
-            verdicts,
-            hash: src.key,
-            file: FileRecord {
-                name: src.name.to_string(),
-                timestep,
-                docs: docs.len() as u64,
-                committed_at: now_ms,
-                range: Some(src.range.clone()),
-            },
-            record: TimestepRecord {
-                timestep,
-                file: src.name.to_string(),
-                hash: hex,
-                committed_at: now_ms,
-                stats: out.stats.clone(),
-            },
-            topics,
-            progress: src.progress.then(|| src.name.to_string()),
+        let step = later::Stepped {
+            timestep,
+            name: src.name.to_string(),
+            key: src.key,
+            range: src.range.clone(),
+            progress: src.progress,
+            docs: docs.iter().map(|d| (d.id.clone(), d.time)).collect(),
+            out,
+            now_ms,
+            t0,
+            seconds_step,
         };
+        if self.defer {
+            self.engine = model;
+            if let Some(r) = &mut self.replicas {
+                r.committed();
+            }
+            self.later.stepped(step);
+            return Ok(Outcome::Deferred {
+                timestep,
+                start: src.range.start,
+                end: src.range.end,
+            });
+        }
         let t_store = Instant::now();
+        let write = step.write(&model, &self.store);
         let commit = self.store.commit(&model, &write)?;
         let seconds_commit = t_store.elapsed().as_secs_f64();
         let memory_docs = model.hybrid().map(|h| h.memory().len());
@@ -289,19 +335,7 @@ impl Ingestor {
         }
         self.store.flush()?;
         let seconds_store = t_store.elapsed().as_secs_f64();
-        Ok(Outcome::Committed {
-            timestep,
-            stats: Box::new(out.stats),
-            commit,
-            start: src.range.start,
-            end: src.range.end,
-            seconds: t0.elapsed().as_secs_f64(),
-            seconds_store,
-            seconds_step,
-            seconds_hybrid: out.seconds_hybrid,
-            seconds_commit,
-            memory_docs,
-        })
+        Ok(step.outcome(commit, seconds_store, seconds_commit, memory_docs))
     }
 }
 
@@ -334,7 +368,7 @@ type KeyValue = (Vec<u8>, Vec<u8>);
 fn step_records(
     source: &str,
     timestep: u64,
-    docs: &[BatchDoc],
+    docs: &[(String, i64)],
     model: &Engine,
     out: &StepOutput,
     now_ms: i64,
@@ -344,10 +378,10 @@ fn step_records(
         .iter()
         .zip(&out.verdicts)
         .enumerate()
-        .map(|(i, (d, v))| VerdictRecord {
+        .map(|(i, ((id, time), v))| VerdictRecord {
             hybrid: out.hybrid.get(i).map(|h| hybrid_record(h, store)),
-            doc_id: d.id.clone(),
-            time: d.time,
+            doc_id: id.clone(),
+            time: *time,
             timestep,
             seq: i as u32,
             source: source.to_string(),
@@ -371,12 +405,7 @@ fn step_records(
             let rec = TopicRecord {
                 timestep,
                 id: id as u32,
-                time: t
-                    .members
-                    .iter()
-                    .map(|&j| docs[j].time)
-                    .min()
-                    .unwrap_or(now_ms),
+                time: t.members.iter().map(|&j| docs[j].1).min().unwrap_or(now_ms),
                 size: t.members.len() as u32,
                 terms: t
                     .terms
@@ -386,7 +415,7 @@ fn step_records(
                 docs: t
                     .representatives
                     .iter()
-                    .map(|&j| docs[j].id.clone())
+                    .map(|&j| docs[j].0.clone())
                     .collect(),
                 mean_score: t.mean_score,
                 kind: t.kind,

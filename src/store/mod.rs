@@ -13,6 +13,7 @@
 //!   (sled does not reclaim large values well).
 
 pub mod check;
+mod commit;
 pub mod guard;
 pub mod migrate;
 pub mod rebuild;
@@ -23,15 +24,14 @@ pub mod snapshot;
 mod state;
 pub mod topics;
 
+pub use commit::Prepared;
+use state::chunk_key;
 pub use state::state_digest_of;
-use state::{chunk_key, parts_state};
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use sled::transaction::{ConflictableTransactionError, TransactionError};
-use sled::Transactional;
 use thiserror::Error;
 
 use novad_models::memory::PartsDelta;
@@ -167,6 +167,8 @@ pub struct Store {
     /// Journal lines and sidecar of commits not yet flushed (written by [`Store::flush`]).
     pending: Vec<sidecar::JournalLine>,
     pending_sidecar: Option<sidecar::Committed>,
+    /// The committer thread and the commit it applies, if any ([`Store::commit_later`]).
+    later: commit::Later,
 }
 
 fn pid_path(dir: &Path) -> PathBuf {
@@ -197,6 +199,7 @@ impl Store {
             cache: BTreeMap::new(),
             pending: Vec::new(),
             pending_sidecar: None,
+            later: commit::Later::default(),
             db,
         };
         guard::watched(dir, "checking what the store holds", || {
@@ -411,115 +414,6 @@ impl Store {
         Ok(())
     }
 
-    /// Commit one timestep atomically: the new model state (changed chunks only) and the
-    /// timestep's records, its [`StepSummary`] (computed from `write.verdicts`) included. Not
-    /// durable until [`Store::flush`].
-    pub fn commit(&mut self, engine: &Engine, write: &TimestepWrite) -> Result<CommitStats> {
-        let now = write.record.committed_at;
-        // 1. The state as (tree, key) → bytes; the memory's documents as a delta.
-        let sw = engine.state_write();
-        let mut state: Vec<(ChunkKey, Vec<u8>)> = vec![
-            (
-                (0, KEY_MODEL.to_vec()),
-                postcard::to_stdvec(&engine.kind()).unwrap(),
-            ),
-            ((0, KEY_PARAMS.to_vec()), engine.params().to_bytes()),
-        ];
-        parts_state(
-            engine,
-            &sw.full,
-            write.record.stats.atoms as u64,
-            now,
-            &mut state,
-        );
-        // 2. Diff against what is stored; `changes` is applied to the cache once committed.
-        let (mut ops, changes) = self.state_ops(state, sw.incremental.as_ref());
-        // 3. The timestep's records.
-        let vi = ALL_TREES.iter().position(|n| *n == VERDICTS).unwrap();
-        for v in &write.verdicts {
-            ops.push((
-                vi,
-                verdict_key(v.time, v.timestep, v.seq).to_vec(),
-                Some(postcard::to_stdvec(v).unwrap()),
-            ));
-        }
-        let fi = ALL_TREES.iter().position(|n| *n == FILES).unwrap();
-        ops.push((
-            fi,
-            write.hash.to_vec(),
-            Some(postcard::to_stdvec(&write.file).unwrap()),
-        ));
-        if let Some(name) = &write.progress {
-            ops.push((0, progress_key(name), Some(write.hash.to_vec())));
-        }
-        let ti = ALL_TREES.iter().position(|n| *n == TIMESTEPS).unwrap();
-        ops.push((
-            ti,
-            u64_key(write.record.timestep).to_vec(),
-            Some(postcard::to_stdvec(&write.record).unwrap()),
-        ));
-        // the timeline's summary of the timestep, from its verdicts (O(batch))
-        let si = ALL_TREES.iter().position(|n| *n == SUMMARIES).unwrap();
-        ops.push((
-            si,
-            u64_key(write.record.timestep).to_vec(),
-            Some(postcard::to_stdvec(&StepSummary::of(&write.verdicts)).unwrap()),
-        ));
-        let oi = ALL_TREES.iter().position(|n| *n == TOPICS).unwrap();
-        for (k, v) in &write.topics {
-            ops.push((oi, k.clone(), Some(v.clone())));
-        }
-        let stats = CommitStats {
-            bytes: ops
-                .iter()
-                .map(|(_, k, v)| (k.len() + v.as_ref().map_or(0, |v| v.len())) as u64)
-                .sum(),
-            inserts: ops.iter().filter(|o| o.2.is_some()).count(),
-            removes: ops.iter().filter(|o| o.2.is_none()).count(),
-        };
-        // 4. One transaction. The closure only replays `ops` (it may run more than once).
-        let refs: Vec<&sled::Tree> = self.trees.iter().collect();
-        let res: std::result::Result<(), TransactionError<()>> =
-            refs.as_slice().transaction(|views| {
-                for (t, k, v) in &ops {
-                    match v {
-                        Some(v) => {
-                            views[*t].insert(k.as_slice(), v.as_slice())?;
-                        }
-                        None => {
-                            views[*t].remove(k.as_slice())?;
-                        }
-                    }
-                }
-                Ok::<(), ConflictableTransactionError<()>>(())
-            });
-        match res {
-            Ok(()) => {}
-            Err(TransactionError::Storage(e)) => return Err(self.sled(e)),
-            Err(TransactionError::Abort(())) => unreachable!("the closure never aborts"),
-        }
-        for (k, h) in changes {
-            match h {
-                Some(h) => self.cache.insert(k, h),
-                None => self.cache.remove(&k),
-            };
-        }
-        self.pending
-            .push(sidecar::JournalLine::Timestep(sidecar::JournalEntry {
-                timestep: write.record.timestep,
-                file: write.record.file.clone(),
-                hash: write.record.hash.clone(),
-                docs: write.file.docs,
-                committed_at: write.record.committed_at,
-            }));
-        self.pending_sidecar = Some(sidecar::Committed {
-            timesteps: engine.timestep(),
-            state_digest: self.state_digest(),
-            committed_at: now,
-        });
-        Ok(stats)
-    }
-
     /// The verdict stored under (time, timestep, seq), if any.
     pub fn verdict_at(&self, time: i64, timestep: u64, seq: u32) -> Result<Option<VerdictRecord>> {
         let key = verdict_key(time, timestep, seq);
@@ -604,6 +498,13 @@ impl Store {
     pub fn flush(&mut self) -> Result<usize> {
         let dir = self.dir.clone();
         let n = guard::watched(&dir, "flushing", || self.db.flush())?.map_err(|e| self.sled(e))?;
+        self.write_sidecars()?;
+        Ok(n)
+    }
+
+    /// Record the commits sled has flushed outside sled: append their journal lines, then
+    /// replace `committed.json`.
+    fn write_sidecars(&mut self) -> Result<()> {
         if !self.pending.is_empty() {
             sidecar::append(&self.dir, &self.pending)?;
             self.pending.clear();
@@ -612,7 +513,7 @@ impl Store {
             sidecar::write(&self.dir, c)?;
             self.pending_sidecar = None;
         }
-        Ok(n)
+        Ok(())
     }
 
     /// blake3 over the committed model state: every state chunk's (tree, key, blake3 of the
@@ -630,6 +531,7 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
+        let _ = self.settle();
         let _ = self.flush();
         let _ = std::fs::remove_file(pid_path(&self.dir));
     }
