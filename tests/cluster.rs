@@ -268,6 +268,22 @@ fn killing_the_leader_stops_the_replicas_and_a_restart_resumes_without_loss() {
             "a replica stops when the leader is lost"
         );
     }
+    // The leader commits in the background while it steps the next file: whatever it had
+    // moved to processed/ when it died is durable, whole; nothing else is there in part.
+    let stored = verdicts(&d);
+    let processed = files_in(&d.processed());
+    for (f, (name, _)) in files[..5].iter().enumerate() {
+        let tag = format!("f{f}-");
+        let n = stored.iter().filter(|v| v.0.starts_with(&tag)).count();
+        if processed.contains(name) {
+            assert_eq!(
+                n, 120,
+                "{name} was moved to processed/ with {n} of its verdicts"
+            );
+        } else {
+            assert!(n == 0 || n == 120, "{name}: {n} of 120 verdicts stored");
+        }
+    }
     for (name, body) in &files[5..] {
         d.drop_file(name, body.as_bytes());
     }

@@ -3,32 +3,37 @@
 //! Process 0 leads: it runs the daemon (inbox, store, commits) exactly as `novad run` does,
 //! except that every step is shared with the other workers of the cluster. Every worker holds
 //! a replica of the model (and of the hybrid detector's memory); a step sends the batch to
-//! all of them, each tokenises its logical shards of the batch (shard s on worker s mod
-//! workers) and resolves their terms against the vocabulary, the terms are all-gathered and
-//! every worker updates its vocabulary with them in batch order; each codes its logical
-//! shards, the codes are all-gathered, and every worker finishes the step the same way
-//! ([`novad_models::l1::replicate`]), the OIADMM update included. The hybrid detector's search
-//! is shared the same way: each worker finds the nearest remembered document of its shards'
-//! documents, the results are all-gathered, the leader fuses the scores and decides, and every
-//! replica takes the batch into its memory as the leader does. The step's emerging topics and
-//! the plan of its atom refresh, which do not need the updated Â, are worked out by the last
-//! worker while the others run the update. A document's resolved terms, its code and its
-//! nearest remembered document depend only on the document and the replicated state, and the
-//! rest of the step is a deterministic function of all of them (rows of the update are independent and each summed in a fixed order), so the
-//! committed model, the topics and every verdict are bit-identical to a single-node run,
-//! whatever the number of processes. Â and the memory are shipped only when a replica must be
-//! (re)loaded: at the first step, and after a step the leader did not commit. Per step the
-//! network carries the batch's texts (to every replica), the resolved terms, the codes and
-//! the search results (all-gathered) and the topics with the refresh plan: O(batch). Sharing
-//! out the OIADMM sum instead would move O(m·k) per shard, far more than the codes for batches of thousands of documents (see
-//! [`novad_models::l1::replicate::ShardOutput`]).
+//! all of them, the documents are tokenised and resolved against the vocabulary by logical
+//! shard, the terms are all-gathered and every worker updates its vocabulary with them in
+//! batch order; each worker codes its logical shards (shard s on worker s mod workers), the
+//! codes are all-gathered, and every worker finishes the step the same way
+//! ([`novad_models::l1::replicate`]). The hybrid detector's search is shared the same way:
+//! each worker finds the nearest remembered document of its shards' documents, the results
+//! are all-gathered, the leader fuses the scores and decides, and every replica takes the
+//! batch into its memory as the leader does. The step's emerging topics and the plan of its
+//! atom refresh, which do not need the updated Â, are worked out by the last worker while the
+//! leader runs the dictionary update; the leader alone computes the update (OIADMM, refresh,
+//! resize) and sends Â_{t+1} to the replicas as its stored image, O(m + non-zeros of Â)
+//! bytes, which they take instead of computing it. A document's resolved terms, its code and
+//! its nearest remembered document depend only on the document and the replicated state, and
+//! the rest of the step is a deterministic function of all of them, so the committed model,
+//! the topics and every verdict are bit-identical to a single-node run, whatever the number
+//! of processes. Â and the memory are shipped whole only when a replica must be (re)loaded:
+//! at the first step, and after a step the leader did not commit.
+//!
+//! The leader commits in the background ([`crate::ingest::Ingestor::defer`]): once a
+//! timestep is stepped the leader reads the next batch file and sends it out; while the
+//! replicas tokenise it (all of it: the leader tokenises none then), the leader writes the
+//! last timestep's records and hands its transaction to the store's committer thread, which
+//! applies and flushes it while the leader waits for its peers. A batch file is moved to
+//! `processed/` only once its last timestep is durable.
 //!
 //! Communication is timely-dataflow over TCP ([`net`]): one all-gather round per exchange,
 //! one timely epoch per round; a round can be begun before its result is needed, so the batch
-//! travels while the leader tokenises its shards and the topics and refresh plan while the
-//! others update. When any process dies, its peers lose their connection and stop (exit status 3); the leader's store
-//! holds the last committed timestep, from which a restarted cluster resumes. dnmf and ostc
-//! run on one node only.
+//! travels while the leader writes the last timestep, the topics and refresh plan while the
+//! leader updates, and the update while the leader goes on. When any process dies, its peers
+//! lose their connection and stop (exit status 3); the leader's store holds the last durable
+//! timestep, from which a restarted cluster resumes. dnmf and ostc run on one node only.
 
 mod net;
 mod protocol;

@@ -3,17 +3,18 @@
 //! Every round, worker 0 (the leader) contributes a [`Lead`] and every other worker a
 //! [`Reply`]. Between steps the replicas wait with [`Reply::Idle`] for the leader's command
 //! ([`Lead::Load`], [`Lead::Step`], [`Lead::Stop`]). A step is then, on every worker, the same
-//! [`Model::step_replicated`]: one round where each worker contributes its logical shards'
-//! documents tokenised and resolved against the vocabulary, one where it contributes their
-//! codes (shard s on worker s mod workers); when the leader has a judge (the
-//! hybrid detector), one search round where each worker contributes the nearest documents in
-//! its share of the memory (the remembered documents of its logical shards, see
+//! [`Model::step_replicated`]: one round where each worker contributes the documents of its
+//! logical shards ([`term_shards`]) tokenised and resolved against the vocabulary, one where it
+//! contributes the codes of its shards (shard s on worker s mod workers); when the leader has
+//! a judge (the hybrid detector), one search round where each worker contributes the nearest
+//! documents in its share of the memory (the remembered documents of its logical shards, see
 //! [`novad_models::memory::Share`]) and one round where the leader contributes its judgement;
-//! and, when the step has topics or refreshes atoms, one round where the last worker
-//! ([`finder`]) contributes the topics and the refresh plan it worked out while the others ran
-//! the update (begun before the update, finished after it, so that nobody waits for it). A
-//! leader whose step failed sends [`Lead::Abort`], which ends the step on every replica still
-//! in it.
+//! when the step has topics or refreshes atoms, one round where the last worker ([`finder`])
+//! contributes the topics and the refresh plan it worked out while the leader ran the update
+//! (begun before the update, finished after it, so that nobody waits for it); and, when the
+//! step updates the dictionary, one round where the leader contributes the update
+//! ([`Lead::Updated`]), which the replicas take instead of computing it. A leader whose step
+//! failed sends [`Lead::Abort`], which ends the step on every replica still in it.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -23,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use novad_models::engine::memory_batch;
 use novad_models::l1::dictionary::{shard_docs, shard_of, LOGICAL_SHARDS};
 use novad_models::l1::replicate::{
-    CodingJob, Found, MemorySearch, Replication, ShardOutput, ShardTerms, TermJob,
+    CodingJob, Found, MemorySearch, Replication, ShardOutput, ShardTerms, TermJob, Updated,
 };
 use novad_models::l1::Model;
 use novad_models::memory::{better_neighbour, DocMemory, Floor, Neighbour, Share};
@@ -42,11 +43,13 @@ pub enum Lead {
     },
     /// Step the model at `timestep` on these documents (with their times); `judged`: the
     /// leader has the hybrid detector, so the step has a search round and a judgement round.
+    /// `lead_terms`: the leader tokenises its share of the documents (see [`term_shards`]).
     Step {
         timestep: u64,
         docs: Vec<String>,
         times: Vec<i64>,
         judged: bool,
+        lead_terms: bool,
     },
     /// The leader's shards' resolved terms for the step's terms round, and the mark of the
     /// vocabulary they were resolved against.
@@ -68,6 +71,9 @@ pub enum Lead {
     Judgement(Result<Judgement, String>),
     /// The leader's part of a step's found round: what it worked out, when it is the finder.
     Found(Option<Found>),
+    /// The step's dictionary update, which only the leader computes (the replicas' part of
+    /// this round is [`Reply::Idle`]).
+    Updated(Box<Updated>),
     /// The leader's step failed: replicas still in it drop it.
     Abort,
     /// The cluster stops (with the reason when it stops on an error).
@@ -118,6 +124,7 @@ impl Lead {
             Lead::Nearest { .. } => "nearest documents",
             Lead::Judgement(_) => "judgement",
             Lead::Found(_) => "topics and refresh plan",
+            Lead::Updated(_) => "dictionary update",
             Lead::Abort => "abort",
             Lead::Stop(_) => "stop",
         }
@@ -153,6 +160,20 @@ pub(super) fn decode(round: &[Vec<u8>]) -> Result<(Lead, Vec<Reply>), EngineErro
 /// The logical shards worker `index` of `peers` codes.
 pub(super) fn my_shards(index: usize, peers: usize) -> Vec<usize> {
     (0..LOGICAL_SHARDS).filter(|s| s % peers == index).collect()
+}
+
+/// The logical shards whose documents worker `index` of `peers` tokenises: its own
+/// ([`my_shards`]) when `lead_terms`; otherwise the replicas share them all out and the leader
+/// tokenises none, because it writes the last timestep's records and commit meanwhile (see
+/// [`crate::ingest::Replicas::step`]). Alone, a worker tokenises them all.
+pub(super) fn term_shards(index: usize, peers: usize, lead_terms: bool) -> Vec<usize> {
+    match (index, peers) {
+        _ if lead_terms || peers == 1 => my_shards(index, peers),
+        (0, _) => Vec::new(),
+        (i, p) => (0..LOGICAL_SHARDS)
+            .filter(|s| s % (p - 1) == i - 1)
+            .collect(),
+    }
 }
 
 /// Every worker's parts of a round of per-shard parts (`what`, for errors), the leader's
@@ -526,12 +547,14 @@ pub(super) struct ReplicaSide {
     pub gather: Rc<RefCell<Gather>>,
     /// The timestep of the model being stepped.
     pub timestep: u64,
+    /// The leader tokenises its share of the step's documents ([`term_shards`]).
+    pub lead_terms: bool,
 }
 
 impl Replication for ReplicaSide {
     fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
         let mut g = self.gather.borrow_mut();
-        let outs = job.run(&my_shards(g.index(), g.peers()));
+        let outs = job.run(&term_shards(g.index(), g.peers(), self.lead_terms));
         let round = g.round(encode(&Reply::Terms {
             timestep: job.timestep,
             vocab: vocab_mark(job),
@@ -581,6 +604,33 @@ impl Replication for ReplicaSide {
 
     fn found(&mut self, mine: Option<Found>) -> Result<Found, EngineError> {
         finish_found(&mut self.gather.borrow_mut(), mine, self.timestep)
+    }
+
+    fn shares_update(&self) -> bool {
+        true
+    }
+
+    /// The leader computes the update; a replica receives it in the step's last round (begun
+    /// already by [`Self::offer`] when the step has a found round).
+    fn updates(&self) -> bool {
+        false
+    }
+
+    fn updated(&mut self, _mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
+        let mut g = self.gather.borrow_mut();
+        let round = if g.open() > 0 {
+            g.finish()
+        } else {
+            g.round(encode(&Reply::Idle))
+        };
+        match decode(&round)?.0 {
+            Lead::Updated(u) => Ok(Some(*u)),
+            Lead::Abort => Err(broken("the leader abandoned the step".into())),
+            other => Err(broken(format!(
+                "expected the dictionary update, got {}",
+                other.name()
+            ))),
+        }
     }
 }
 

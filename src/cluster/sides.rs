@@ -5,7 +5,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use novad_models::l1::replicate::{
-    CodingJob, Found, MemorySearch, Replication, ShardOutput, ShardTerms, TermJob,
+    CodingJob, Found, MemorySearch, Replication, ShardOutput, ShardTerms, TermJob, Updated,
 };
 use novad_models::l1::Model;
 use novad_models::memory::{DocMemory, Floor, MemoryError, Neighbour};
@@ -15,7 +15,7 @@ use novad_models::{Engine, StepOutput};
 use super::net::Gather;
 use super::protocol::{
     decode, encode, finds, finish_found, gather_outputs, gather_terms, memory_share, my_shards,
-    search_round, vocab_mark, Lead, RemoteJudge, ReplicaSide, Reply,
+    search_round, term_shards, vocab_mark, Lead, RemoteJudge, ReplicaSide, Reply,
 };
 use super::ClusterError;
 use crate::ingest::Replicas;
@@ -28,6 +28,8 @@ pub struct Leader {
     in_sync: bool,
     /// Why the cluster stops, told to the replicas when the leader is dropped.
     pub stop_reason: Option<String>,
+    /// When the last step ended (the time between steps is the daemon's: files, records).
+    last_end: Option<Instant>,
 }
 
 impl Leader {
@@ -36,6 +38,7 @@ impl Leader {
             gather: Rc::new(RefCell::new(gather)),
             in_sync: false,
             stop_reason: None,
+            last_end: None,
         }
     }
 
@@ -69,11 +72,15 @@ impl Leader {
         engine: &mut Engine,
         texts: &[&str],
         times: &[i64],
+        before: &mut Option<&mut dyn FnMut(&Engine)>,
     ) -> Result<(Engine, StepOutput), EngineError> {
+        let between_seconds = self.last_end.map_or(0.0, |t| t.elapsed().as_secs_f64());
         if !self.in_sync {
             self.load(engine)?;
         }
         self.in_sync = false;
+        // with the last timestep to write, the leader leaves the tokenising to the replicas
+        let lead_terms = before.is_none();
         // the batch goes out while the leader tokenises its shards; the terms round finishes it
         let docs = metered(&self.gather, || {
             self.gather.borrow_mut().begin(encode(&Lead::Step {
@@ -81,12 +88,20 @@ impl Leader {
                 docs: texts.iter().map(|t| t.to_string()).collect(),
                 times: times.to_vec(),
                 judged: engine.hybrid().is_some(),
+                lead_terms,
             }))
         });
         let (docs_seconds, docs_bytes) = (docs.seconds, docs.bytes);
+        // the replicas tokenise meanwhile
+        let t_before = Instant::now();
+        if let Some(f) = before.take() {
+            f(engine);
+        }
+        let before_seconds = t_before.elapsed().as_secs_f64();
         let mut side = LeaderSide {
             gather: Rc::clone(&self.gather),
             timestep: engine.timestep(),
+            lead_terms,
             figures: Figures::default(),
         };
         let r = engine.step_at_moving_replicated(texts, times, &mut side);
@@ -94,11 +109,14 @@ impl Leader {
             self.gather.borrow_mut().round(encode(&Lead::Abort));
         }
         let f = side.figures;
+        self.last_end = Some(Instant::now());
         tracing::info!(
             timestep = engine.timestep(),
             workers = self.gather.borrow().peers(),
+            between_seconds = format!("{between_seconds:.4}"),
             docs_seconds = format!("{docs_seconds:.4}"),
             docs_bytes,
+            before_seconds = format!("{before_seconds:.4}"),
             terms_seconds = format!("{:.4}", f.terms_seconds),
             terms_exchange_seconds = format!("{:.4}", f.terms_exchange_seconds),
             terms_bytes = f.terms_bytes,
@@ -112,6 +130,7 @@ impl Leader {
             judgement_bytes = f.judgement_bytes,
             topics_wait_seconds = format!("{:.4}", f.topics_wait_seconds),
             topics_bytes = f.topics_bytes,
+            update_bytes = f.update_bytes,
             "cluster step"
         );
         r
@@ -126,8 +145,9 @@ impl Replicas for Rc<RefCell<Leader>> {
         engine: &mut Engine,
         texts: &[&str],
         times: &[i64],
+        before: Option<&mut dyn FnMut(&Engine)>,
     ) -> Result<(Engine, StepOutput), EngineError> {
-        self.borrow_mut().step(engine, texts, times)
+        self.borrow_mut().step(engine, texts, times, before)
     }
     fn committed(&mut self) {
         self.borrow_mut().committed()
@@ -142,14 +162,21 @@ impl Replicas for Leader {
         engine: &mut Engine,
         texts: &[&str],
         times: &[i64],
+        before: Option<&mut dyn FnMut(&Engine)>,
     ) -> Result<(Engine, StepOutput), EngineError> {
-        match self.try_step(engine, texts, times) {
+        let mut before = before;
+        let r = match self.try_step(engine, texts, times, &mut before) {
             Err(EngineError::Inconsistent(e)) if e.starts_with("cluster:") => {
                 tracing::warn!(error = %e, "step again after loading the model into every replica");
-                self.try_step(engine, texts, times)
+                self.try_step(engine, texts, times, &mut before)
             }
             r => r,
+        };
+        // a step that failed before the batch went out: the engine is as it was
+        if let Some(f) = before {
+            f(engine);
         }
+        r
     }
 
     fn committed(&mut self) {
@@ -194,6 +221,8 @@ struct Figures {
     topics_wait_seconds: f64,
     /// Bytes of the found round (topics, refresh plan) sent and received over the network.
     topics_bytes: u64,
+    /// Size of the dictionary update's image sent to each replica.
+    update_bytes: u64,
 }
 
 /// The leader's side of a step: tokenises and codes its shards, searches the memory for its shards'
@@ -202,6 +231,8 @@ struct LeaderSide {
     gather: Rc<RefCell<Gather>>,
     /// The timestep of the model being stepped.
     timestep: u64,
+    /// The leader tokenises its share of the step's documents ([`term_shards`]).
+    lead_terms: bool,
     figures: Figures,
 }
 
@@ -243,7 +274,10 @@ fn metered<T>(gather: &RefCell<Gather>, f: impl FnOnce() -> T) -> Metered<T> {
 impl Replication for LeaderSide {
     fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
         let t0 = Instant::now();
-        let outs = job.run(&self.shards());
+        let outs = {
+            let g = self.gather.borrow();
+            job.run(&term_shards(g.index(), g.peers(), self.lead_terms))
+        };
         self.figures.terms_seconds = t0.elapsed().as_secs_f64();
         let round = self.round(&Lead::Terms {
             vocab: vocab_mark(job),
@@ -309,6 +343,23 @@ impl Replication for LeaderSide {
         self.figures.topics_wait_seconds = found.seconds;
         self.figures.topics_bytes = found.bytes;
         found.value
+    }
+
+    /// With replicas: they take the leader's update instead of computing it.
+    fn shares_update(&self) -> bool {
+        self.gather.borrow().peers() > 1
+    }
+
+    /// Sent without waiting: the replicas take it while the leader goes on.
+    fn updated(&mut self, mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
+        let u = mine.ok_or_else(|| {
+            EngineError::Inconsistent("cluster: the leader computes the update itself".into())
+        })?;
+        self.figures.update_bytes = u.dict.len() as u64;
+        self.gather
+            .borrow_mut()
+            .begin(encode(&Lead::Updated(Box::new(u))));
+        Ok(None)
     }
 
     fn judged(&mut self, j: &Result<Judgement, EngineError>) -> Result<(), EngineError> {
@@ -377,6 +428,7 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                 docs,
                 times,
                 judged,
+                lead_terms,
             } => {
                 let Some(cur) = model.as_ref().filter(|m| m.timestep() == timestep) else {
                     tracing::warn!(worker = index, timestep, "not at the leader's timestep");
@@ -385,6 +437,7 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                 let mut side = ReplicaSide {
                     gather: Rc::clone(&gather),
                     timestep,
+                    lead_terms,
                 };
                 let mut remote = RemoteJudge {
                     gather: Rc::clone(&gather),
@@ -421,6 +474,7 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
             | Lead::Nearest { .. }
             | Lead::Judgement(_)
             | Lead::Found(_)
+            | Lead::Updated(_)
             | Lead::Abort => {}
         }
     }
