@@ -115,6 +115,8 @@ pub struct Inbox {
     unreadable: HashMap<PathBuf, (Instant, Instant, String)>,
     /// Files some process holds open for writing, as seen then, and when that was checked.
     held: HashMap<PathBuf, (Seen, Instant)>,
+    /// Files stepped to their end whose last commit is not durable yet: not offered again.
+    waiting: HashSet<PathBuf>,
 }
 
 impl Inbox {
@@ -129,7 +131,19 @@ impl Inbox {
             renamed_in: HashSet::new(),
             unreadable: HashMap::new(),
             held: HashMap::new(),
+            waiting: HashSet::new(),
         }
+    }
+
+    /// `path` is stepped to its end and waits for its last commit: scans skip it until
+    /// [`Self::unwait`].
+    pub fn wait(&mut self, path: &Path) {
+        self.waiting.insert(path.to_path_buf());
+    }
+
+    /// `path` no longer waits for a commit (it is moved, or looked at again).
+    pub fn unwait(&mut self, path: &Path) {
+        self.waiting.remove(path);
     }
 
     /// Some process holds `path` open for writing: leave it alone while it stays as it is now
@@ -254,6 +268,9 @@ impl Inbox {
                     format!("{kind} is not a batch file; drop regular .jsonl or .txt files into the inbox")
                 };
                 reject(&self.rejected, &path, &why, NOTHING_APPLIED);
+                continue;
+            }
+            if self.waiting.contains(&path) {
                 continue;
             }
             present.insert(path.clone());

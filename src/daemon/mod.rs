@@ -209,7 +209,7 @@ fn run_with(
             let next = continue_file(&mut ing, &mut inbox, &mut job, cfg.limits, &mut later);
             match survive_store_error(next, cfg, &term)? {
                 Some(Next::GoOn) => active = Some(job),
-                Some(Next::Awaiting(t)) => later.awaiting(t, job),
+                Some(Next::Awaiting(t)) => later.awaiting(t, job, &mut inbox),
                 Some(Next::Done) | None => {}
             }
             later.drain(&mut ing, &mut inbox);
@@ -331,8 +331,8 @@ enum Next {
     GoOn,
     /// It is finished (moved, left in the inbox, or rejected).
     Done,
-    /// Every byte of it is stepped, and its last timestep is this one, whose commit is in
-    /// flight: it is moved once that is durable.
+    /// Every byte of it is stepped, and its last timestep is at most this one, the newest not
+    /// durable: it is moved once that is durable.
     Awaiting(u64),
 }
 
@@ -355,6 +355,10 @@ fn continue_file(
             return Ok(Next::Done);
         }
         Ok(Outcome::Rejected(why)) => {
+            // the note says the earlier part was applied: it must be durable first
+            if started_at > 0 {
+                ing.settle()?;
+            }
             let applied = if started_at == 0 {
                 inbox::NOTHING_APPLIED.to_string()
             } else {
@@ -374,7 +378,7 @@ fn continue_file(
         Err(IngestError::Store(e)) => return Err(e.into()),
     }
     if job.done() {
-        if let Some(t) = ing.in_flight() {
+        if let Some(t) = ing.last_in_flight() {
             return Ok(Next::Awaiting(t));
         }
         finish(ing, inbox, job);

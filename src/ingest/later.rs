@@ -10,7 +10,9 @@
 //!
 //! Durability invariant: a timestep is durable once it is settled and not before; its batch
 //! file is moved only then ([`Ingestor::in_flight`]). A crash before loses it whole: the store
-//! holds the timesteps before it, and the file is still in the inbox.
+//! holds the timesteps before it, and the file is still in the inbox. A commit that fails
+//! leaves the store refusing every later commit until it is reopened ([`Store::settle`]), so
+//! no timestep is ever committed on top of one that is not.
 
 use std::time::Instant;
 
@@ -230,8 +232,19 @@ impl Ingestor {
         std::mem::take(&mut self.later.settled)
     }
 
-    /// The last timestep stepped and not yet durable, if any.
+    /// The oldest timestep stepped and not yet durable, if any: every timestep before it is
+    /// durable (its file may be moved), it and every one after it may still be lost.
     pub fn in_flight(&self) -> Option<u64> {
+        let l = &self.later;
+        l.inflight
+            .as_ref()
+            .map(|f| f.timestep)
+            .or(l.stepped.as_ref().map(|s| s.timestep))
+    }
+
+    /// The newest timestep stepped and not yet durable, if any: a file stepped to its end is
+    /// durable once this one is.
+    pub fn last_in_flight(&self) -> Option<u64> {
         let l = &self.later;
         l.stepped
             .as_ref()

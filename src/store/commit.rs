@@ -4,7 +4,8 @@
 //!
 //! In the background a committer thread applies the transaction and flushes it, at the lowest
 //! CPU priority (`SCHED_IDLE`): on a busy core it runs only while the caller's threads wait (a
-//! cluster's leader waits for its peers in every round of a step). At most one commit is in
+//! cluster's leader waits for its peers in every round of a step). Once the caller waits for
+//! it ([`Store::settle`]) it runs at normal priority, so other work cannot starve it then. At most one commit is in
 //! flight, and the next is prepared only once it is settled, so every plan is diffed against
 //! the state the previous commit left.
 //!
@@ -16,7 +17,9 @@
 //! only part of them.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use sled::transaction::{ConflictableTransactionError, TransactionError};
@@ -56,6 +59,10 @@ pub(super) struct Later {
     done: Option<Receiver<Result<()>>>,
     thread: Option<JoinHandle<()>>,
     inflight: Option<Rest>,
+    /// Set when a commit handed over failed: what failed.
+    failed: Option<String>,
+    /// The committer thread's id, once it runs (0 before).
+    tid: Arc<AtomicI32>,
 }
 
 impl Drop for Later {
@@ -92,24 +99,52 @@ fn apply_ops(trees: &[sled::Tree], ops: &[Op]) -> std::result::Result<(), sled::
     }
 }
 
+/// Set the scheduling policy of thread `tid` of this process (0: the calling thread) to
+/// `policy` (`SCHED_IDLE` or `SCHED_OTHER`); false when the system refuses.
+fn set_policy(tid: libc::pid_t, policy: libc::c_int) -> bool {
+    // SAFETY: sched_setscheduler changes only the policy of thread `tid`; the parameter is a
+    // valid, initialised struct.
+    unsafe {
+        let param = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(tid, policy, &param) == 0
+    }
+}
+
+/// Whether a thread of this process put at `SCHED_IDLE` may be put back at `SCHED_OTHER`
+/// (nice 0): as root, or with `RLIMIT_NICE` ≥ 20 (sched(7)).
+fn can_raise() -> bool {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: geteuid has no preconditions; getrlimit writes into the valid struct given.
+    unsafe {
+        libc::geteuid() == 0
+            || (libc::getrlimit(libc::RLIMIT_NICE, &mut lim) == 0 && lim.rlim_cur >= 20)
+    }
+}
+
 /// The committer thread's loop: each plan applied in one transaction and flushed, the outcome
-/// sent back. Runs at `SCHED_IDLE` where the system allows it.
+/// sent back. It runs at `SCHED_IDLE` when the process may raise it back ([`can_raise`];
+/// otherwise at normal priority): on a busy core it runs while the step's thread waits. `tid`
+/// receives its thread id once its policy is set, so that a caller that waits for it
+/// ([`Store::settle`]) raises it to normal priority meanwhile — a waiting caller never depends
+/// on a thread that other work may starve.
 fn committer(
     dir: PathBuf,
     db: sled::Db,
     trees: Vec<sled::Tree>,
     jobs: Receiver<Vec<Op>>,
     done: Sender<Result<()>>,
+    tid: Arc<AtomicI32>,
 ) {
-    // SAFETY: sched_setscheduler with pid 0 changes only the calling thread's policy; the
-    // parameter is a valid, initialised struct.
-    let idle = unsafe {
-        let param = libc::sched_param { sched_priority: 0 };
-        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param)
-    };
-    if idle != 0 {
-        tracing::debug!("the committer thread runs at normal priority (SCHED_IDLE refused)");
+    if !(can_raise() && set_policy(0, libc::SCHED_IDLE)) {
+        tracing::debug!(
+            "the committer thread runs at normal priority (SCHED_IDLE could not be undone)"
+        );
     }
+    // SAFETY: gettid has no preconditions.
+    tid.store(unsafe { libc::gettid() }, Ordering::Release);
     for ops in jobs {
         let r = guard::watched(&dir, "committing a timestep", || {
             apply_ops(&trees, &ops)?;
@@ -197,9 +232,11 @@ impl Store {
             let (jobs, rx) = channel();
             let (tx, done) = channel();
             let (dir, db, trees) = (self.dir.clone(), self.db.clone(), self.trees.clone());
+            let tid = Arc::new(AtomicI32::new(0));
+            let t = Arc::clone(&tid);
             let thread = std::thread::Builder::new()
                 .name("novad-commit".into())
-                .spawn(move || committer(dir, db, trees, rx, tx))
+                .spawn(move || committer(dir, db, trees, rx, tx, t))
                 .map_err(|source| StoreError::Io {
                     dir: self.dir_string(),
                     what: "starting the committer thread".into(),
@@ -210,11 +247,15 @@ impl Store {
                 done: Some(done),
                 thread: Some(thread),
                 inflight: None,
+                failed: None,
+                tid,
             };
         }
         let sent = self.later.jobs.as_ref().map(|j| j.send(p.ops));
         if !matches!(sent, Some(Ok(()))) {
-            return Err(self.committer_gone());
+            let e = self.committer_gone();
+            self.later.failed = Some(e.to_string());
+            return Err(e);
         }
         self.later.inflight = Some(p.rest);
         Ok(())
@@ -227,21 +268,57 @@ impl Store {
 
     /// Wait for the commit in flight, if any: once it is applied and flushed, record it
     /// outside sled (journal, `committed.json`) and return what it wrote; it is then durable.
-    /// An error leaves it unsettled for good (the daemon stops on a store error).
+    /// An error leaves it unsettled for good: from then on this call, [`Store::commit`] and
+    /// [`Store::commit_later`] fail with [`StoreError::Failed`] until the store is reopened
+    /// (which resumes from what is durable), so nothing is committed on top of it.
     pub fn settle(&mut self) -> Result<Option<CommitStats>> {
+        self.check_failed()?;
         let Some(rest) = self.later.inflight.take() else {
             return Ok(None);
         };
+        // the caller waits for the committer: meanwhile it runs at normal priority
+        self.committer_policy(libc::SCHED_OTHER);
         let got = self.later.done.as_ref().map(|d| d.recv());
-        match got {
+        self.committer_policy(libc::SCHED_IDLE);
+        let r = match got {
             Some(Ok(Ok(()))) => {
                 let stats = self.record(rest);
-                self.write_sidecars()?;
-                Ok(Some(stats))
+                self.write_sidecars().map(|()| Some(stats))
             }
             Some(Ok(Err(e))) => Err(e),
             _ => Err(self.committer_gone()),
+        };
+        if let Err(e) = &r {
+            self.later.failed = Some(e.to_string());
         }
+        r
+    }
+
+    /// [`StoreError::Failed`] once a commit handed over has failed.
+    fn check_failed(&self) -> Result<()> {
+        match &self.later.failed {
+            Some(msg) => Err(StoreError::Failed {
+                dir: self.dir_string(),
+                msg: msg.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Put the committer thread at `policy` when it runs at `SCHED_IDLE` between waits (see
+    /// [`committer`]); waits for the thread to have set its policy first (it does so as it
+    /// starts).
+    fn committer_policy(&self, policy: libc::c_int) {
+        if self.later.thread.is_none() || !can_raise() {
+            return;
+        }
+        let tid = loop {
+            match self.later.tid.load(Ordering::Acquire) {
+                0 => std::thread::yield_now(),
+                t => break t,
+            }
+        };
+        set_policy(tid, policy);
     }
 
     fn committer_gone(&self) -> StoreError {
@@ -304,5 +381,108 @@ fn records_ops(write: &TimestepWrite, ops: &mut Vec<Op>) {
     let oi = tree(TOPICS);
     for (k, v) in &write.topics {
         ops.push((oi, k.clone(), Some(v.clone())));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::schema::{FileRecord, TimestepRecord};
+    use novad_models::{ModelParams, Params};
+
+    /// The records of an empty timestep `t` of the file `name`.
+    fn write(t: u64, name: &str) -> TimestepWrite {
+        TimestepWrite {
+            verdicts: Vec::new(),
+            hash: [t as u8 + 1; 32],
+            file: FileRecord {
+                name: name.into(),
+                timestep: t,
+                docs: 0,
+                committed_at: 0,
+                range: None,
+            },
+            record: TimestepRecord {
+                timestep: t,
+                file: name.into(),
+                hash: String::new(),
+                committed_at: 0,
+                stats: Default::default(),
+            },
+            topics: Vec::new(),
+            progress: None,
+        }
+    }
+
+    /// The committer waits for work at `SCHED_IDLE` (when it can be raised back) and a caller
+    /// that waits for it raises it to normal priority: it is never starved while the caller
+    /// depends on it.
+    #[test]
+    fn the_committer_is_idle_between_waits_and_normal_while_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = ModelParams::L1(Params::default().with_k(4));
+        let mut store = Store::open(dir.path()).unwrap();
+        let engine = store.engine(Some(&params)).unwrap();
+        // SAFETY: sched_getscheduler only reads the policy of a thread of this process
+        let policy = |tid| unsafe { libc::sched_getscheduler(tid) };
+        let between = if can_raise() {
+            libc::SCHED_IDLE
+        } else {
+            libc::SCHED_OTHER
+        };
+        for t in 0..3 {
+            let p = store.prepare(&engine, &write(t, "a.txt"));
+            store.commit_later(p).unwrap();
+            store.settle().unwrap().expect("a commit was in flight");
+            let tid = store.later.tid.load(Ordering::Acquire);
+            assert!(tid > 0, "the committer's thread id is known once it ran");
+            assert_eq!(policy(tid), between, "between waits, timestep {t}");
+            store.committer_policy(libc::SCHED_OTHER);
+            assert_eq!(
+                policy(tid),
+                libc::SCHED_OTHER,
+                "while waited for, timestep {t}"
+            );
+            store.committer_policy(libc::SCHED_IDLE);
+            assert_eq!(policy(tid), between, "after the wait, timestep {t}");
+        }
+    }
+
+    /// A background commit that fails is reported once as what went wrong, then every later
+    /// settle and commit, in line or in the background, is refused: nothing is committed on
+    /// top of a timestep that is not durable. A store reopened afterwards works again.
+    #[test]
+    fn after_a_failed_background_commit_every_later_commit_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = ModelParams::L1(Params::default().with_k(4));
+        let mut store = Store::open(dir.path()).unwrap();
+        let engine = store.engine(Some(&params)).unwrap();
+        let p = store.prepare(&engine, &write(0, "a.txt"));
+        store.commit_later(p).unwrap();
+        assert!(store.in_flight());
+        // the committer's answer is lost, as when the thread dies
+        let (tx, rx) = channel();
+        drop(tx);
+        store.later.done = Some(rx);
+        let first = store.settle().unwrap_err();
+        assert!(matches!(first, StoreError::Damaged { .. }), "{first}");
+        assert!(!store.in_flight());
+        let refused = |r: Result<()>| matches!(r, Err(StoreError::Failed { .. }));
+        assert!(refused(store.settle().map(|_| ())));
+        assert!(refused(
+            store.commit(&engine, &write(1, "b.txt")).map(|_| ())
+        ));
+        let p = store.prepare(&engine, &write(1, "b.txt"));
+        assert!(refused(store.commit_later(p)));
+        let msg = store.settle().unwrap_err().to_string();
+        assert!(
+            msg.contains("committer thread stopped") && msg.contains("reopened"),
+            "{msg}"
+        );
+        drop(store);
+        let mut back = Store::open(dir.path()).unwrap();
+        let engine = back.engine(None).unwrap();
+        back.commit(&engine, &write(1, "b.txt")).unwrap();
+        back.flush().unwrap();
     }
 }

@@ -98,6 +98,10 @@ pub enum StoreError {
     /// was committed. The message names the way out (`novad rebuild`).
     #[error("{}", guard::damaged_message(dir, detail))]
     Damaged { dir: String, detail: String },
+    /// A commit handed to the committer thread failed: nothing more is committed through this
+    /// handle (reopening the store resumes from its last durable timestep).
+    #[error("store {dir}: a timestep's commit failed ({msg}); nothing more is committed until the store is reopened, which resumes from its last durable timestep")]
+    Failed { dir: String, msg: String },
 }
 
 impl StoreError {
