@@ -79,6 +79,14 @@ fn background_commits_settle_in_order_and_write_what_in_line_commits_write() {
             "after batch {t}"
         );
     }
+    // the same bytes again while their timestep may not be durable: recognised, not stepped
+    match later
+        .ingest_bytes("5.txt", batches[5].as_bytes(), 9000)
+        .unwrap()
+    {
+        Outcome::AlreadyCommitted { timestep } => assert_eq!(timestep, 5),
+        o => panic!("{o:?}"),
+    }
     later.settle().unwrap();
     assert_eq!(later.in_flight(), None);
     for s in later.take_settled() {

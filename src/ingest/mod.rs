@@ -206,6 +206,8 @@ impl Ingestor {
     ) -> Result<Outcome, IngestError> {
         let t0 = Instant::now();
         let key: [u8; 32] = *blake3::hash(bytes).as_bytes();
+        // a timestep not yet durable of this name or content writes the record read here
+        self.settle_if(name, Some(&key))?;
         if let Some(rec) = self.store.file_record(&key)? {
             return Ok(if rec.name == name {
                 Outcome::AlreadyCommitted {
