@@ -209,6 +209,14 @@ impl Later {
         Ok(())
     }
 
+    /// The timesteps not yet durable, oldest first: the one in flight, then the one stepped.
+    fn not_durable(&self) -> impl Iterator<Item = u64> + '_ {
+        let inflight = self.inflight.as_ref().map(|f| f.timestep);
+        inflight
+            .into_iter()
+            .chain(self.stepped.as_ref().map(|s| s.timestep))
+    }
+
     /// True when the timestep stepped or in flight is of the file `name` or has the `files`
     /// key `key`.
     fn touches(&self, name: &str, key: Option<&[u8; 32]>) -> bool {
@@ -235,21 +243,13 @@ impl Ingestor {
     /// The oldest timestep stepped and not yet durable, if any: every timestep before it is
     /// durable (its file may be moved), it and every one after it may still be lost.
     pub fn in_flight(&self) -> Option<u64> {
-        let l = &self.later;
-        l.inflight
-            .as_ref()
-            .map(|f| f.timestep)
-            .or(l.stepped.as_ref().map(|s| s.timestep))
+        self.later.not_durable().next()
     }
 
     /// The newest timestep stepped and not yet durable, if any: a file stepped to its end is
     /// durable once this one is.
     pub fn last_in_flight(&self) -> Option<u64> {
-        let l = &self.later;
-        l.stepped
-            .as_ref()
-            .map(|s| s.timestep)
-            .or(l.inflight.as_ref().map(|f| f.timestep))
+        self.later.not_durable().last()
     }
 
     /// [`Self::settle`] when a timestep not yet durable is of the file `name` or has the

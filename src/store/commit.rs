@@ -414,15 +414,21 @@ mod tests {
         }
     }
 
+    /// A new store (k = 4) in a temporary directory, and its engine.
+    fn new_store() -> (tempfile::TempDir, Store, Engine) {
+        let dir = tempfile::tempdir().unwrap();
+        let params = ModelParams::L1(Params::default().with_k(4));
+        let mut store = Store::open(dir.path()).unwrap();
+        let engine = store.engine(Some(&params)).unwrap();
+        (dir, store, engine)
+    }
+
     /// The committer waits for work at `SCHED_IDLE` (when it can be raised back) and a caller
     /// that waits for it raises it to normal priority: it is never starved while the caller
     /// depends on it.
     #[test]
     fn the_committer_is_idle_between_waits_and_normal_while_waited_for() {
-        let dir = tempfile::tempdir().unwrap();
-        let params = ModelParams::L1(Params::default().with_k(4));
-        let mut store = Store::open(dir.path()).unwrap();
-        let engine = store.engine(Some(&params)).unwrap();
+        let (_dir, mut store, engine) = new_store();
         // SAFETY: sched_getscheduler only reads the policy of a thread of this process
         let policy = |tid| unsafe { libc::sched_getscheduler(tid) };
         let between = if can_raise() {
@@ -453,10 +459,7 @@ mod tests {
     /// top of a timestep that is not durable. A store reopened afterwards works again.
     #[test]
     fn after_a_failed_background_commit_every_later_commit_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let params = ModelParams::L1(Params::default().with_k(4));
-        let mut store = Store::open(dir.path()).unwrap();
-        let engine = store.engine(Some(&params)).unwrap();
+        let (dir, mut store, engine) = new_store();
         let p = store.prepare(&engine, &write(0, "a.txt"));
         store.commit_later(p).unwrap();
         assert!(store.in_flight());

@@ -174,33 +174,14 @@ fn terms_resolved_by_shard_assemble_in_batch_order_and_are_checked() {
     assert!(err(again).contains("given twice"));
 }
 
-/// Computes the update and passes it on (keeps what it passed on).
-struct Sender {
+/// Shares the update: without `given` it computes the update and keeps what it passes on
+/// (`sent`); with `given` it takes that instead of computing it.
+struct Sharer {
+    given: Option<Updated>,
     sent: Option<Updated>,
 }
 
-/// Takes the update from elsewhere instead of computing it.
-struct Receiver {
-    given: Updated,
-}
-
-impl Replication for Sender {
-    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
-        Ok(terms_all(job))
-    }
-    fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
-        Ok(code_all(job))
-    }
-    fn shares_update(&self) -> bool {
-        true
-    }
-    fn updated(&mut self, mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
-        self.sent = Some(mine.expect("the sender computes the update"));
-        Ok(None)
-    }
-}
-
-impl Replication for Receiver {
+impl Replication for Sharer {
     fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
         Ok(terms_all(job))
     }
@@ -211,11 +192,21 @@ impl Replication for Receiver {
         true
     }
     fn updates(&self) -> bool {
-        false
+        self.given.is_none()
     }
     fn updated(&mut self, mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
-        assert!(mine.is_none(), "a receiver computes no update");
-        Ok(Some(self.given.clone()))
+        match (&self.given, mine) {
+            (None, Some(u)) => {
+                self.sent = Some(u);
+                Ok(None)
+            }
+            (Some(g), None) => Ok(Some(g.clone())),
+            (given, mine) => panic!(
+                "a sender computes the update, a receiver none (given {}, computed {})",
+                given.is_some(),
+                mine.is_some()
+            ),
+        }
     }
 }
 
@@ -224,7 +215,10 @@ impl Replication for Receiver {
 #[test]
 fn a_step_with_a_received_update_equals_the_senders_and_a_local_step() {
     let (model, batch) = bootstrapped();
-    let mut sender = Sender { sent: None };
+    let mut sender = Sharer {
+        given: None,
+        sent: None,
+    };
     let (a, out_a) = model.step_replicated(&batch, None, &mut sender).unwrap();
     let sent = sender.sent.expect("the step updates the dictionary");
     assert!(
@@ -238,8 +232,9 @@ fn a_step_with_a_received_update_equals_the_senders_and_a_local_step() {
         "the sender steps as one node"
     );
 
-    let mut receiver = Receiver {
-        given: sent.clone(),
+    let mut receiver = Sharer {
+        given: Some(sent.clone()),
+        sent: None,
     };
     let (b, out_b) = model.step_replicated(&batch, None, &mut receiver).unwrap();
     assert_eq!(
@@ -252,7 +247,11 @@ fn a_step_with_a_received_update_equals_the_senders_and_a_local_step() {
     let refused = |f: &dyn Fn(&mut Updated)| {
         let mut given = sent.clone();
         f(&mut given);
-        match model.step_replicated(&batch, None, &mut Receiver { given }) {
+        let mut receiver = Sharer {
+            given: Some(given),
+            sent: None,
+        };
+        match model.step_replicated(&batch, None, &mut receiver) {
             Err(EngineError::Inconsistent(e)) => e,
             other => panic!("expected an inconsistency, got {:?}", other.map(|_| ())),
         }
