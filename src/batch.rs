@@ -154,7 +154,18 @@ impl<R: BufRead> LineReader<R> {
     /// dropped part) is fed to `hash` when given, so it sees exactly `[pos, end)`.
     pub fn next_line(
         &mut self,
-        mut hash: Option<&mut blake3::Hasher>,
+        hash: Option<&mut blake3::Hasher>,
+    ) -> std::io::Result<Option<RawLine>> {
+        match hash {
+            Some(h) => self.next_line_hashed(&mut [h]),
+            None => self.next_line_hashed(&mut []),
+        }
+    }
+
+    /// [`Self::next_line`] feeding every byte read to each of `hashes`.
+    pub fn next_line_hashed(
+        &mut self,
+        hashes: &mut [&mut blake3::Hasher],
     ) -> std::io::Result<Option<RawLine>> {
         if self.pos >= self.limit {
             return Ok(None);
@@ -185,7 +196,7 @@ impl<R: BufRead> LineReader<R> {
                 }
                 None => avail.len(),
             };
-            if let Some(h) = hash.as_deref_mut() {
+            for h in hashes.iter_mut() {
                 h.update(&avail[..take]);
             }
             let content = &avail[..if ended { take - 1 } else { take }];

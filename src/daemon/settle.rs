@@ -141,7 +141,9 @@ mod tests {
                 .collect();
             let path = dir.join(format!("{f}.txt"));
             std::fs::write(&path, body).unwrap();
-            let mut job = start_file(&mut ing, &mut inbox, &path).unwrap().unwrap();
+            let mut job = start_file(&mut ing, &mut inbox, &path, limits)
+                .unwrap()
+                .unwrap();
             loop {
                 match continue_file(&mut ing, &mut inbox, &mut job, limits, &mut later).unwrap() {
                     Next::GoOn => continue,

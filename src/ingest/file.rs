@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use super::{IngestError, Ingestor, Limits, Outcome, Source};
-use crate::batch::{parse_line, require_format, Format, LineReader};
+use crate::batch::{parse_line, require_format, BatchDoc, Format, LineReader};
 use crate::store::schema::FileRange;
 
 /// Most duplicate ids reported one by one per file (the rest are counted).
@@ -49,6 +49,8 @@ pub struct FileJob {
     /// A process had it open for writing when it was opened: only its complete lines are
     /// consumed, and it must not be moved yet.
     writing: bool,
+    /// The range starting at `pos`, parsed by the validation (not parsed again).
+    first: Option<Parsed>,
 }
 
 /// How a file starts.
@@ -76,6 +78,41 @@ pub enum FileCheck {
 }
 
 impl FileJob {
+    /// A job at byte 0 of `file`, opened at `path` (named `name`), whose metadata is `md`.
+    pub(super) fn fresh(
+        path: PathBuf,
+        name: String,
+        file: File,
+        format: Format,
+        md: &std::fs::Metadata,
+    ) -> FileJob {
+        FileJob {
+            path,
+            name,
+            file,
+            format,
+            id: (md.dev(), md.ino()),
+            len: md.len(),
+            mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            pos: 0,
+            line: 1,
+            prefix: blake3::Hasher::new(),
+            key: None,
+            writing: false,
+            first: None,
+        }
+    }
+
+    /// (device, inode) of the file.
+    pub(super) fn id(&self) -> (u64, u64) {
+        self.id
+    }
+
+    /// Its mtime when it was opened.
+    pub(super) fn mtime(&self) -> SystemTime {
+        self.mtime
+    }
+
     /// Everything up to the length at opening is consumed.
     pub fn done(&self) -> bool {
         self.pos >= self.len
@@ -202,7 +239,7 @@ fn complete_len(file: &File, len: u64) -> std::io::Result<u64> {
 }
 
 /// Open for reading without blocking (a FIFO swapped in after the scan must not hang us).
-fn open_nonblocking(path: &Path) -> std::io::Result<File> {
+pub(super) fn open_nonblocking(path: &Path) -> std::io::Result<File> {
     std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -235,17 +272,58 @@ fn hash_range(
     Ok(())
 }
 
+/// The first range of a file, parsed while the file was validated, so that stepping it
+/// needs no second parse (its bytes are still read and hashed again before the commit).
+pub(super) struct Parsed {
+    /// The limits it was cut by.
+    limits: Limits,
+    /// Its bytes `[start, end)`; the line after it is `next_line`.
+    start: u64,
+    end: u64,
+    next_line: u64,
+    docs: Vec<BatchDoc>,
+    /// blake3 of `[start, end)`, and the state over `[0, end)`.
+    seg: [u8; 32],
+    prefix: blake3::Hasher,
+}
+
 /// What a validation pass over `[start, len)` found.
-struct Validated {
+pub(super) struct Validated {
     /// blake3 of the whole file (prefix state continued over the rest).
     whole: [u8; 32],
     docs: u64,
     error: Option<String>,
+    /// The range starting at `start` by the limits given, parsed (when valid).
+    first: Option<Parsed>,
+    /// Duplicate document ids: how many, and the first [`DUP_IDS_SHOWN`] as
+    /// (id, line of its first use, line).
+    dups: usize,
+    dups_shown: Vec<(String, u64, u64)>,
 }
 
-/// Validate `[start, len)`: every line parses; report duplicate ids (a warning: both
-/// documents are kept). Memory: one line plus 16 bytes per document.
-fn validate(job: &FileJob, now_ms: i64) -> std::io::Result<Validated> {
+impl Validated {
+    /// Warn of the duplicate document ids of the file `name`.
+    fn report_dups(&self, name: &str) {
+        let shown = crate::daemon::shown(name);
+        for (id, first_line, line) in &self.dups_shown {
+            tracing::warn!(
+                file = %shown,
+                id = %crate::daemon::shown(id),
+                first_line,
+                line,
+                "duplicate document id in one file; both documents are kept, each with its own verdict"
+            );
+        }
+        if self.dups > DUP_IDS_SHOWN {
+            tracing::warn!(file = %shown, duplicates = self.dups, "more duplicate document ids in this file (the first {DUP_IDS_SHOWN} are shown)");
+        }
+    }
+}
+
+/// Validate `[start, len)`: every line parses; count duplicate ids (a warning: both documents
+/// are kept); parse the range from `start` by `limits` on the way. Memory: that range's
+/// documents, one line, and 16 bytes per document.
+pub(super) fn validate(job: &FileJob, now_ms: i64, limits: Limits) -> std::io::Result<Validated> {
     let mut f = &job.file;
     f.seek(SeekFrom::Start(job.pos))?;
     let mut whole = job.prefix.clone();
@@ -255,46 +333,114 @@ fn validate(job: &FileJob, now_ms: i64) -> std::io::Result<Validated> {
         job.len,
         job.line,
     );
+    let mut v = Validated {
+        whole: [0; 32],
+        docs: 0,
+        error: None,
+        first: None,
+        dups: 0,
+        dups_shown: Vec::new(),
+    };
     let mut ids: HashMap<u64, u64> = HashMap::new();
-    let mut dups = 0usize;
-    let mut docs = 0u64;
-    let shown = crate::daemon::shown(&job.name);
-    while let Some(raw) = lines.next_line(Some(&mut whole))? {
+    // the first range while it is being read: its hash and documents
+    let mut open = Some((blake3::Hasher::new(), Vec::new()));
+    let close = |open: &mut Option<(blake3::Hasher, Vec<BatchDoc>)>,
+                 lines: &LineReader<_>,
+                 whole: &blake3::Hasher| {
+        open.take().map(|(seg, docs)| Parsed {
+            limits,
+            start: job.pos,
+            end: lines.pos(),
+            next_line: lines.number(),
+            docs,
+            seg: *seg.finalize().as_bytes(),
+            prefix: whole.clone(),
+        })
+    };
+    loop {
+        // the range ends where `next_timestep` would end it
+        let full = open.as_ref().is_some_and(|(_, docs)| {
+            docs.len() >= limits.max_docs.max(1) || lines.pos() - job.pos >= limits.max_bytes
+        });
+        if full {
+            v.first = close(&mut open, &lines, &whole);
+        }
+        let raw = match open.as_mut() {
+            Some((seg, _)) => lines.next_line_hashed(&mut [&mut whole, seg])?,
+            None => lines.next_line(Some(&mut whole))?,
+        };
+        let Some(raw) = raw else { break };
         let doc = match parse_line(job.format, &job.name, &raw, now_ms) {
             Ok(Some(d)) => d,
             Ok(None) => continue,
             Err(e) => {
-                return Ok(Validated {
-                    whole: [0; 32],
-                    docs,
-                    error: Some(e.to_string()),
-                })
+                v.error = Some(e.to_string());
+                v.first = None;
+                return Ok(v);
             }
         };
-        docs += 1;
+        v.docs += 1;
         let mut h = std::collections::hash_map::DefaultHasher::new();
         doc.id.hash(&mut h);
         if let Some(first) = ids.insert(h.finish(), raw.number) {
-            dups += 1;
-            if dups <= DUP_IDS_SHOWN {
-                tracing::warn!(
-                    file = %shown,
-                    id = %crate::daemon::shown(&doc.id),
-                    first_line = first,
-                    line = raw.number,
-                    "duplicate document id in one file; both documents are kept, each with its own verdict"
-                );
+            v.dups += 1;
+            if v.dups <= DUP_IDS_SHOWN {
+                v.dups_shown.push((doc.id.clone(), first, raw.number));
             }
         }
+        if let Some((_, docs)) = open.as_mut() {
+            docs.push(doc);
+        }
     }
-    if dups > DUP_IDS_SHOWN {
-        tracing::warn!(file = %shown, duplicates = dups, "more duplicate document ids in this file (the first {DUP_IDS_SHOWN} are shown)");
+    if open.is_some() {
+        v.first = close(&mut open, &lines, &whole);
     }
-    Ok(Validated {
-        whole: *whole.finalize().as_bytes(),
+    v.whole = *whole.finalize().as_bytes();
+    Ok(v)
+}
+
+/// Read and parse the range of `job` from its position by `limits` (what [`validate`]
+/// parsed on the way, for a range it did not). The inner `Err`: why the file changed since it
+/// validated.
+fn parse_range(
+    job: &FileJob,
+    limits: Limits,
+    now_ms: i64,
+) -> std::io::Result<Result<Parsed, String>> {
+    let start = job.pos;
+    let mut seg = blake3::Hasher::new();
+    let mut prefix = job.prefix.clone();
+    let mut docs = Vec::new();
+    let mut f = &job.file;
+    f.seek(SeekFrom::Start(start))?;
+    let mut lines = LineReader::new(
+        BufReader::with_capacity(BUF_BYTES, f),
+        start,
+        job.len,
+        job.line,
+    );
+    while docs.len() < limits.max_docs.max(1) && lines.pos() - start < limits.max_bytes {
+        let raw = match lines.next_line_hashed(&mut [&mut seg, &mut prefix]) {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        match parse_line(job.format, &job.name, &raw, now_ms) {
+            Ok(Some(d)) => docs.push(d),
+            Ok(None) => {}
+            // it validated before: the bytes changed since
+            Err(e) => return Ok(Err(format!("it changed while being read ({e})"))),
+        }
+    }
+    Ok(Ok(Parsed {
+        limits,
+        start,
+        end: lines.pos(),
+        next_line: lines.number(),
         docs,
-        error: None,
-    })
+        seg: *seg.finalize().as_bytes(),
+        prefix,
+    }))
 }
 
 /// Where a file's ingestion starts.
@@ -349,8 +495,14 @@ impl Ingestor {
 
     /// Open a batch file and decide how to ingest it: resume after its last committed range
     /// (same inode, same bytes up to there), recognise a whole file committed before, or
-    /// validate it and start at byte 0. Nothing is committed here.
-    pub fn begin(&mut self, path: &Path, now_ms: i64) -> Result<Begin, IngestError> {
+    /// validate it and start at byte 0. The validation parses the job's next range by
+    /// `limits` on the way. Nothing is committed here.
+    pub fn begin(
+        &mut self,
+        path: &Path,
+        now_ms: i64,
+        limits: Limits,
+    ) -> Result<Begin, IngestError> {
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -370,20 +522,7 @@ impl Ingestor {
                 "{kind} is not a batch file; drop regular .jsonl or .txt files into the inbox"
             )));
         }
-        let mut job = FileJob {
-            path: path.to_path_buf(),
-            name,
-            file,
-            format,
-            id: (md.dev(), md.ino()),
-            len: md.len(),
-            mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            pos: 0,
-            line: 1,
-            prefix: blake3::Hasher::new(),
-            key: None,
-            writing: false,
-        };
+        let mut job = FileJob::fresh(path.to_path_buf(), name, file, format, &md);
         if open_for_writing(&job.file) == Some(true) {
             // still being written: its last line may be incomplete
             job.writing = true;
@@ -396,7 +535,19 @@ impl Ingestor {
             Resume::At { timestep } => Some(timestep),
             Resume::Done { timestep } => return Ok(Begin::AlreadyCommitted { timestep, job }),
         };
-        let v = validate(&job, now_ms).map_err(read_err)?;
+        let prepared = match self.prepared.take() {
+            Some(p) if p.path() == path => p.of(&job, limits),
+            other => {
+                self.prepared = other;
+                None
+            }
+        };
+        let mut v = match prepared {
+            Some(v) => v,
+            None => validate(&job, now_ms, limits).map_err(read_err)?,
+        };
+        v.report_dups(&job.name);
+        job.first = v.first.take();
         if committed_to.is_none() && v.error.is_none() && !job.writing {
             self.settle_if(&job.name, Some(&v.whole))?;
             if let Some(rec) = self.store.file_record(&v.whole)? {
@@ -458,46 +609,29 @@ impl Ingestor {
             source,
         };
         let start = job.pos;
-        let mut seg = blake3::Hasher::new();
-        let mut docs = Vec::new();
-        let (end, next_line) = {
-            let mut f = &job.file;
-            f.seek(SeekFrom::Start(start)).map_err(read_err)?;
-            let mut lines = LineReader::new(
-                BufReader::with_capacity(BUF_BYTES, f),
-                start,
-                job.len,
-                job.line,
-            );
-            while docs.len() < limits.max_docs.max(1) && lines.pos() - start < limits.max_bytes {
-                let raw = match lines.next_line(Some(&mut seg)) {
-                    Ok(Some(r)) => r,
-                    Ok(None) => break,
-                    Err(e) => return Ok(Outcome::Changed(e.to_string())),
-                };
-                match parse_line(job.format, &job.name, &raw, now_ms) {
-                    Ok(Some(d)) => docs.push(d),
-                    Ok(None) => {}
-                    // it validated before: the bytes changed since
-                    Err(e) => {
-                        return Ok(Outcome::Changed(format!(
-                            "it changed while being read ({e})"
-                        )))
-                    }
-                }
-            }
-            (lines.pos(), lines.number())
+        let parsed = match job.first.take() {
+            Some(p) if p.start == start && p.limits == limits => p,
+            _ => match parse_range(job, limits, now_ms).map_err(read_err)? {
+                Ok(p) => p,
+                Err(why) => return Ok(Outcome::Changed(why)),
+            },
         };
+        let Parsed {
+            end,
+            next_line,
+            docs,
+            seg: hash,
+            prefix,
+            ..
+        } = parsed;
         // the same file, and the bytes on disk are still those parsed
         if let FileCheck::Changed(why) = job.check() {
             return Ok(Outcome::Changed(why));
         }
         let mut again = blake3::Hasher::new();
-        let mut prefix = job.prefix.clone();
-        if let Err(e) = hash_range(&job.file, start, end, &mut [&mut again, &mut prefix]) {
+        if let Err(e) = hash_range(&job.file, start, end, &mut [&mut again]) {
             return Ok(Outcome::Changed(e.to_string()));
         }
-        let hash = *seg.finalize().as_bytes();
         if *again.finalize().as_bytes() != hash {
             return Ok(Outcome::Changed(
                 "its bytes changed while being read".into(),
@@ -531,5 +665,103 @@ impl Ingestor {
         job.line = next_line;
         job.prefix = prefix;
         Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use novad_models::{ModelParams, Params};
+
+    fn ingestor(dir: &Path) -> Ingestor {
+        let params = ModelParams::L1(Params::default().with_k(4));
+        Ingestor::open(dir, Some(&params)).unwrap()
+    }
+
+    /// Lines of varied length, some blank, some documents with an id and time.
+    fn body(n: usize) -> String {
+        (0..n)
+            .map(|i| match i % 5 {
+                3 => "\n".to_string(),
+                _ => format!(
+                    "{{\"id\":\"d{i}\",\"time\":\"2026-01-0{}T00:00:00Z\",\"text\":\"w{} w{} {}\"}}\n",
+                    1 + i % 9,
+                    i % 7,
+                    i % 11,
+                    "x".repeat(i % 13)
+                ),
+            })
+            .collect()
+    }
+
+    /// The range the validation parses on the way is the range a separate read-and-parse of
+    /// the job's position gives: same end, next line, documents, hash and prefix state, for
+    /// limits that cut it by documents, by bytes, or not at all.
+    #[test]
+    fn the_range_parsed_by_the_validation_is_the_range_read_on_its_own() {
+        let (store, inbox) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut ing = ingestor(store.path());
+        let path = inbox.path().join("b.jsonl");
+        std::fs::write(&path, body(40)).unwrap();
+        for (max_docs, max_bytes) in [(1, 1 << 20), (7, 1 << 20), (1000, 1 << 20), (1000, 300)] {
+            let limits = Limits {
+                max_docs,
+                max_bytes,
+            };
+            let Begin::Job(mut job) = ing.begin(&path, 5, limits).unwrap() else {
+                panic!("a fresh valid file is a job")
+            };
+            let at_validation = job.first.take().expect("the first range is parsed");
+            let alone = parse_range(&job, limits, 5).unwrap().unwrap();
+            assert_eq!(at_validation.start, 0);
+            assert_eq!(
+                (
+                    at_validation.end,
+                    at_validation.next_line,
+                    at_validation.seg
+                ),
+                (alone.end, alone.next_line, alone.seg),
+                "limits {max_docs} docs, {max_bytes} bytes"
+            );
+            assert_eq!(at_validation.docs, alone.docs);
+            assert_eq!(
+                at_validation.prefix.finalize(),
+                alone.prefix.finalize(),
+                "the state over [0, end)"
+            );
+            let cut_by_docs = at_validation.docs.len() == max_docs;
+            let cut_by_bytes = at_validation.end >= max_bytes;
+            let whole = at_validation.end == job.len();
+            assert!(cut_by_docs || cut_by_bytes || whole);
+        }
+    }
+
+    /// A range parsed by the validation is still checked against the disk before its commit:
+    /// bytes rewritten in place (same length, mtime put back) are noticed and nothing is
+    /// committed.
+    #[test]
+    fn a_range_parsed_by_the_validation_is_checked_against_the_disk_before_its_commit() {
+        let (store, inbox) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut ing = ingestor(store.path());
+        let path = inbox.path().join("b.jsonl");
+        let text = body(30);
+        std::fs::write(&path, &text).unwrap();
+        let limits = Limits::default();
+        let Begin::Job(mut job) = ing.begin(&path, 5, limits).unwrap() else {
+            panic!("a fresh valid file is a job")
+        };
+        assert!(job.first.is_some());
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all_at(text.replace("w1 ", "w2 ").as_bytes(), 0)
+            .unwrap();
+        f.set_modified(mtime).unwrap();
+        drop(f);
+        match ing.next_timestep(&mut job, limits, 5).unwrap() {
+            Outcome::Changed(why) => assert!(why.contains("bytes changed"), "{why}"),
+            o => panic!("committed a range whose bytes changed: {o:?}"),
+        }
+        assert_eq!(ing.engine.timestep(), 0, "nothing was stepped");
+        assert_eq!(job.pos(), 0, "the job did not advance");
     }
 }
