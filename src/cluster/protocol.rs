@@ -664,11 +664,12 @@ impl Judge for RemoteJudge<'_> {
             memory.nearest_batch_above(&qs)
         };
         rep.nearest(vectors.len(), memory.mark(), memory.share().mask(), &search)?;
-        let judgement = leaders_judgement(&self.gather)?;
+        // the memory takes the batch while the leader judges (it does not depend on the
+        // judgement; a step that fails after this is followed by a load of the leader's state)
         let docs: Vec<_> = refs.into_iter().zip(vectors.iter()).collect();
         let plan = memory.plan(&docs);
         memory.apply(plan);
-        Ok(judgement)
+        leaders_judgement(&self.gather)
     }
 }
 
