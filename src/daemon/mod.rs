@@ -26,7 +26,7 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use thiserror::Error;
 
-use crate::ingest::{Begin, FileCheck, FileJob, IngestError, Ingestor, Limits, Outcome, Upcoming};
+use crate::ingest::{Begin, FileCheck, FileJob, IngestError, Ingestor, Limits, Outcome};
 use crate::store::StoreError;
 pub use inbox::{ignored, move_into, name_of, shown, Inbox, PROCESSED, REJECTED};
 use novad_models::ModelParams;
@@ -219,10 +219,6 @@ fn run_with(
         let scan = inbox.scan().map_err(|e| inbox_err(&inbox.dir, e))?;
         if let Some(path) = scan.ready {
             inbox.forget(&path);
-            ing.upcoming = scan.next.map(|path| Upcoming {
-                path,
-                limits: cfg.limits,
-            });
             let started = start_file(&mut ing, &mut inbox, &path, cfg.limits);
             active = survive_store_error(started, cfg, &term)?.flatten();
             later.drain(&mut ing, &mut inbox);

@@ -79,7 +79,7 @@ pub enum FileCheck {
 
 impl FileJob {
     /// A job at byte 0 of `file`, opened at `path` (named `name`), whose metadata is `md`.
-    pub(super) fn fresh(
+    fn fresh(
         path: PathBuf,
         name: String,
         file: File,
@@ -101,16 +101,6 @@ impl FileJob {
             writing: false,
             first: None,
         }
-    }
-
-    /// (device, inode) of the file.
-    pub(super) fn id(&self) -> (u64, u64) {
-        self.id
-    }
-
-    /// Its mtime when it was opened.
-    pub(super) fn mtime(&self) -> SystemTime {
-        self.mtime
     }
 
     /// Everything up to the length at opening is consumed.
@@ -239,7 +229,7 @@ fn complete_len(file: &File, len: u64) -> std::io::Result<u64> {
 }
 
 /// Open for reading without blocking (a FIFO swapped in after the scan must not hang us).
-pub(super) fn open_nonblocking(path: &Path) -> std::io::Result<File> {
+fn open_nonblocking(path: &Path) -> std::io::Result<File> {
     std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -535,17 +525,7 @@ impl Ingestor {
             Resume::At { timestep } => Some(timestep),
             Resume::Done { timestep } => return Ok(Begin::AlreadyCommitted { timestep, job }),
         };
-        let prepared = match self.prepared.take() {
-            Some(p) if p.path() == path => p.of(&job, limits),
-            other => {
-                self.prepared = other;
-                None
-            }
-        };
-        let mut v = match prepared {
-            Some(v) => v,
-            None => validate(&job, now_ms, limits).map_err(read_err)?,
-        };
+        let mut v = validate(&job, now_ms, limits).map_err(read_err)?;
         v.report_dups(&job.name);
         job.first = v.first.take();
         if committed_to.is_none() && v.error.is_none() && !job.writing {

@@ -10,7 +10,6 @@
 
 pub mod file;
 mod later;
-mod prepare;
 
 use std::path::Path;
 use std::time::Instant;
@@ -27,7 +26,6 @@ use novad_models::{EngineError, StepOutput, StepStats};
 
 pub use file::{Begin, FileCheck, FileJob};
 pub use later::Settled;
-pub use prepare::Upcoming;
 
 #[derive(Debug, Error)]
 pub enum IngestError {
@@ -117,10 +115,6 @@ pub struct Ingestor {
     /// The timesteps stepped and not yet durable, and those settled since the caller last
     /// took them.
     later: later::Later,
-    /// The file the caller takes next, if it knows: a cluster's leader validates it while it
-    /// waits for the replicas ([`prepare`]).
-    pub upcoming: Option<Upcoming>,
-    prepared: Option<prepare::Prepared>,
 }
 
 /// Replicas of the engine's model elsewhere that share its steps (see [`crate::cluster`]).
@@ -164,8 +158,6 @@ impl Ingestor {
             replicas: None,
             defer: false,
             later: later::Later::default(),
-            upcoming: None,
-            prepared: None,
         })
     }
 
@@ -279,15 +271,7 @@ impl Ingestor {
                 let waiting = self.later.has_stepped();
                 let (store, later) = (&mut self.store, &mut self.later);
                 let mut failed = None;
-                // and the next file is validated while the replicas tokenise this batch
-                let upcoming = waiting.then(|| self.upcoming.take()).flatten();
-                let prepared = &mut self.prepared;
-                let mut hand_over = |e: &Engine| {
-                    failed = later.hand_over(store, e).err();
-                    if let Some(up) = &upcoming {
-                        *prepared = prepare::prepare(up, chrono::Utc::now().timestamp_millis());
-                    }
-                };
+                let mut hand_over = |e: &Engine| failed = later.hand_over(store, e).err();
                 let before: Option<&mut dyn FnMut(&Engine)> = match waiting {
                     true => Some(&mut hand_over),
                     false => None,
