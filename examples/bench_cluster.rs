@@ -17,7 +17,10 @@
 //! timestep come from the leader's log (`timestep committed`, `cluster step`), and each
 //! process's CPU seconds per timestep from /proc (on a shared machine the wall times suffer
 //! from other work; the leader's CPU seconds are what a dedicated 1-core machine would take),
-//! and each process's resident memory after the last timestep. With `NOVAD_BENCH_LOGS=DIR` the
+//! and each process's resident memory after the last timestep. Last, the ceiling of any
+//! scale-out on the machine: two independent single-process daemons, one per core, each given
+//! the whole stream, so that they share nothing but the machine (caches, memory bandwidth);
+//! the cluster's backlog ratio is also given as a share of theirs. With `NOVAD_BENCH_LOGS=DIR` the
 //! daemon log of each run is kept as `DIR/1.log` and `DIR/2.log` (every step's figures, the
 //! replicas' included).
 #[path = "../tests/common/daemon.rs"]
@@ -83,6 +86,8 @@ struct Run {
     end_to_end: f64,
     /// Seconds per timestep with a backlog of batch files in the inbox.
     sustained: f64,
+    /// CPU seconds per timestep of each process (the leader first) with that backlog.
+    sustained_cpu: Vec<f64>,
     /// CPU seconds per timestep of the leader process and of each other process.
     leader_cpu: f64,
     replica_cpu: f64,
@@ -112,7 +117,9 @@ struct Run {
     topics_bytes: f64,
 }
 
-fn spawn(d: &Dirs, hosts: &Path, i: usize, cores: usize, args: &[&str]) -> Child {
+/// Start process `i` of the cluster of `hosts`, pinned to `cores` cores from core
+/// `slot × cores` on.
+fn spawn(d: &Dirs, hosts: &Path, i: usize, slot: usize, cores: usize, args: &[&str]) -> Child {
     let (inbox, store) = if i == 0 {
         (d.inbox(), d.store())
     } else {
@@ -120,7 +127,7 @@ fn spawn(d: &Dirs, hosts: &Path, i: usize, cores: usize, args: &[&str]) -> Child
         (r.join("inbox"), r.join("store"))
     };
     let total = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let first = (i * cores) % total;
+    let first = (slot * cores) % total;
     let list: Vec<String> = (first..first + cores)
         .map(|c| (c % total).to_string())
         .collect();
@@ -158,7 +165,7 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
     let hosts = d.tmp.path().join("hosts");
     std::fs::write(&hosts, text).unwrap();
     let mut children: Vec<Child> = (0..processes)
-        .map(|i| spawn(&d, &hosts, i, cores, args))
+        .map(|i| spawn(&d, &hosts, i, i, cores, args))
         .collect();
     let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
     let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); processes];
@@ -200,6 +207,7 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
     for (name, body) in &backlog {
         std::fs::write(d.inbox().join(format!(".{name}.partial")), body).unwrap();
     }
+    let before: Vec<f64> = pids.iter().map(|&p| cpu_seconds(p)).collect();
     let t = Instant::now();
     for (name, _) in &backlog {
         let tmp = d.inbox().join(format!(".{name}.partial"));
@@ -212,6 +220,11 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         }
     }
     let sustained = t.elapsed().as_secs_f64() / batches as f64;
+    let sustained_cpu: Vec<f64> = pids
+        .iter()
+        .zip(&before)
+        .map(|(&p, b)| (cpu_seconds(p) - b) / batches as f64)
+        .collect();
     let rss: Vec<f64> = pids.iter().map(|&p| rss_mib(p)).collect();
     for c in &mut children {
         let _ = Command::new("kill")
@@ -256,6 +269,7 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         processes,
         end_to_end: mean(&lat),
         sustained,
+        sustained_cpu,
         leader_cpu: mean(&cpu[0]),
         replica_cpu: mean(&others),
         leader_rss: rss[0],
@@ -277,6 +291,77 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         search_bytes: m(&steps, "search_bytes"),
         topics_bytes: m(&steps, "topics_bytes"),
     }
+}
+
+/// The ceiling of any scale-out on this machine: `pair` independent single-process daemons,
+/// each pinned to its own cores and given the whole stream (the bootstrap, the batches one at
+/// a time, then the backlog), so they share nothing but the machine (caches, memory
+/// bandwidth). Returns the seconds per timestep of the backlog, from the first rename to the
+/// last move of every daemon's files: the pair steps `pair` timesteps in that time.
+fn ceiling(pair: usize, batches: usize, cores: usize, args: &[&str]) -> f64 {
+    let dirs: Vec<Dirs> = (0..pair).map(|_| Dirs::new()).collect();
+    let mut children: Vec<Child> = dirs
+        .iter()
+        .enumerate()
+        .map(|(j, d)| {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let hosts = d.tmp.path().join("hosts");
+            std::fs::write(&hosts, format!("{}\n", l.local_addr().unwrap())).unwrap();
+            spawn(d, &hosts, 0, j, cores, args)
+        })
+        .collect();
+    let wait_all = |names: &[String], t: Instant| {
+        for d in &dirs {
+            for name in names {
+                while !d.processed().join(name).exists() {
+                    std::thread::sleep(Duration::from_millis(2));
+                    assert!(t.elapsed() < Duration::from_secs(900), "timeout on {name}");
+                }
+            }
+        }
+    };
+    let stream = |name: String, body: String| {
+        for d in &dirs {
+            d.drop_file(&name, body.as_bytes());
+        }
+        wait_all(&[name], Instant::now());
+    };
+    stream(
+        "0000.jsonl".into(),
+        jsonl_batch(0, 2000, "2026-01-01", "boot"),
+    );
+    for b in 0..batches {
+        let day = format!("2026-01-{:02}", 2 + b % 27);
+        let body = jsonl_batch(2000 + b * 1000, 1000, &day, &format!("b{b}"));
+        stream(format!("{:04}.jsonl", b + 1), body);
+    }
+    let names: Vec<String> = (0..batches)
+        .map(|b| format!("{:04}.jsonl", batches + b + 1))
+        .collect();
+    for d in &dirs {
+        for (b, name) in names.iter().enumerate() {
+            let day = format!("2026-02-{:02}", 1 + b % 27);
+            let first = 2000 + (batches + b) * 1000;
+            let body = jsonl_batch(first, 1000, &day, &format!("s{b}"));
+            std::fs::write(d.inbox().join(format!(".{name}.partial")), body).unwrap();
+        }
+    }
+    let t = Instant::now();
+    for d in &dirs {
+        for name in &names {
+            let tmp = d.inbox().join(format!(".{name}.partial"));
+            std::fs::rename(tmp, d.inbox().join(name)).unwrap();
+        }
+    }
+    wait_all(&names, t);
+    let sustained = t.elapsed().as_secs_f64() / batches as f64;
+    for c in &mut children {
+        let _ = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status();
+        let _ = wait_child(c, Duration::from_secs(60));
+    }
+    sustained
 }
 
 fn main() {
@@ -366,6 +451,24 @@ fn main() {
         r2.sustained,
         1000.0 / r1.sustained,
         1000.0 / r2.sustained
+    );
+    for r in &runs {
+        let cpu: Vec<String> = r.sustained_cpu.iter().map(|c| format!("{c:.3}")).collect();
+        println!(
+            "  {} process(es): CPU seconds per timestep of the backlog {} (the leader first; busy {:.0}% of the time)",
+            r.processes,
+            cpu.join(", "),
+            100.0 * r.sustained_cpu[0] / r.sustained
+        );
+    }
+    // What two processes can reach at best on this machine: two independent daemons, one
+    // per core, each with the whole stream.
+    let pair = ceiling(2, batches, cores, &args);
+    let best = 2.0 * r1.sustained / pair;
+    println!(
+        "ceiling: 2 independent single-process daemons, one per core, with the same backlog each: {pair:.3}s per timestep each, {:.0} posts/s together, {best:.2}× one process; the cluster of 2 reaches {:.0}% of it",
+        2000.0 / pair,
+        100.0 * (r1.sustained / r2.sustained) / best
     );
     // Cost model: T(P) = S + C / min(P, L) + X(P). C: the work shared out by logical shard
     // that one worker does alone (the coding and the hybrid detector's search, measured with 1
