@@ -264,7 +264,7 @@ fn hash_range(
 
 /// The first range of a file, parsed while the file was validated, so that stepping it
 /// needs no second parse (its bytes are still read and hashed again before the commit).
-pub(super) struct Parsed {
+struct Parsed {
     /// The limits it was cut by.
     limits: Limits,
     /// Its bytes `[start, end)`; the line after it is `next_line`.
@@ -278,7 +278,7 @@ pub(super) struct Parsed {
 }
 
 /// What a validation pass over `[start, len)` found.
-pub(super) struct Validated {
+struct Validated {
     /// blake3 of the whole file (prefix state continued over the rest).
     whole: [u8; 32],
     docs: u64,
@@ -313,7 +313,7 @@ impl Validated {
 /// Validate `[start, len)`: every line parses; count duplicate ids (a warning: both documents
 /// are kept); parse the range from `start` by `limits` on the way. Memory: that range's
 /// documents, one line, and 16 bytes per document.
-pub(super) fn validate(job: &FileJob, now_ms: i64, limits: Limits) -> std::io::Result<Validated> {
+fn validate(job: &FileJob, now_ms: i64, limits: Limits) -> std::io::Result<Validated> {
     let mut f = &job.file;
     f.seek(SeekFrom::Start(job.pos))?;
     let mut whole = job.prefix.clone();
