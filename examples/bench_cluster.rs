@@ -117,6 +117,60 @@ struct Run {
     topics_bytes: f64,
 }
 
+/// The bootstrap batch every run starts with (not measured).
+fn bootstrap_batch() -> (String, String) {
+    let body = jsonl_batch(0, 2000, "2026-01-01", "boot");
+    ("0000.jsonl".into(), body)
+}
+
+/// The `batches` batches dropped one at a time after the bootstrap.
+fn single_batches(batches: usize) -> Vec<(String, String)> {
+    (0..batches)
+        .map(|b| {
+            let day = format!("2026-01-{:02}", 2 + b % 27);
+            let body = jsonl_batch(2000 + b * 1000, 1000, &day, &format!("b{b}"));
+            (format!("{:04}.jsonl", b + 1), body)
+        })
+        .collect()
+}
+
+/// The stream's next `batches` batches, renamed into the inbox at once (a backlog).
+fn backlog_batches(batches: usize) -> Vec<(String, String)> {
+    (0..batches)
+        .map(|b| {
+            let day = format!("2026-02-{:02}", 1 + b % 27);
+            let first = 2000 + (batches + b) * 1000;
+            let body = jsonl_batch(first, 1000, &day, &format!("s{b}"));
+            (format!("{:04}.jsonl", batches + b + 1), body)
+        })
+        .collect()
+}
+
+/// Write `files` into `d`'s inbox under names the daemon ignores.
+fn stage(d: &Dirs, files: &[(String, String)]) {
+    for (name, body) in files {
+        std::fs::write(d.inbox().join(format!(".{name}.partial")), body).unwrap();
+    }
+}
+
+/// Rename the staged `files` into `d`'s inbox.
+fn release(d: &Dirs, files: &[(String, String)]) {
+    for (name, _) in files {
+        let tmp = d.inbox().join(format!(".{name}.partial"));
+        std::fs::rename(tmp, d.inbox().join(name)).unwrap();
+    }
+}
+
+/// Stop the daemons (SIGTERM) and wait for them.
+fn stop(children: &mut [Child]) {
+    for c in children {
+        let _ = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status();
+        let _ = wait_child(c, Duration::from_secs(60));
+    }
+}
+
 /// Start process `i` of the cluster of `hosts`, pinned to `cores` cores from core
 /// `slot × cores` on.
 fn spawn(d: &Dirs, hosts: &Path, i: usize, slot: usize, cores: usize, args: &[&str]) -> Child {
@@ -184,35 +238,21 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         }
         wall
     };
-    drop_and_wait("0000.jsonl", &jsonl_batch(0, 2000, "2026-01-01", "boot"));
-    let mut lat = Vec::new();
-    for b in 0..batches {
-        let name = format!("{:04}.jsonl", b + 1);
-        let day = format!("2026-01-{:02}", 2 + b % 27);
-        let body = jsonl_batch(2000 + b * 1000, 1000, &day, &format!("b{b}"));
-        lat.push(drop_and_wait(&name, &body));
-    }
+    let (boot, body) = bootstrap_batch();
+    drop_and_wait(&boot, &body);
+    let lat: Vec<f64> = single_batches(batches)
+        .iter()
+        .map(|(name, body)| drop_and_wait(name, body))
+        .collect();
     // the bootstrap batch is not measured
     let cpu: Vec<Vec<f64>> = cpu.into_iter().map(|v| v[1..].to_vec()).collect();
     // Sustained: as many batches again, all in the inbox at once (a backlog, as a firehose
     // leaves it), timed from the first rename to the last move to processed/.
-    let backlog: Vec<(String, String)> = (0..batches)
-        .map(|b| {
-            let name = format!("{:04}.jsonl", batches + b + 1);
-            let day = format!("2026-02-{:02}", 1 + b % 27);
-            let first = 2000 + (batches + b) * 1000;
-            (name, jsonl_batch(first, 1000, &day, &format!("s{b}")))
-        })
-        .collect();
-    for (name, body) in &backlog {
-        std::fs::write(d.inbox().join(format!(".{name}.partial")), body).unwrap();
-    }
+    let backlog = backlog_batches(batches);
+    stage(&d, &backlog);
     let before: Vec<f64> = pids.iter().map(|&p| cpu_seconds(p)).collect();
     let t = Instant::now();
-    for (name, _) in &backlog {
-        let tmp = d.inbox().join(format!(".{name}.partial"));
-        std::fs::rename(tmp, d.inbox().join(name)).unwrap();
-    }
+    release(&d, &backlog);
     for (name, _) in &backlog {
         while !d.processed().join(name).exists() {
             std::thread::sleep(Duration::from_millis(2));
@@ -226,12 +266,7 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         .map(|(&p, b)| (cpu_seconds(p) - b) / batches as f64)
         .collect();
     let rss: Vec<f64> = pids.iter().map(|&p| rss_mib(p)).collect();
-    for c in &mut children {
-        let _ = Command::new("kill")
-            .args(["-TERM", &c.id().to_string()])
-            .status();
-        let _ = wait_child(c, Duration::from_secs(60));
-    }
+    stop(&mut children);
     let log = std::fs::read_to_string(d.log()).unwrap();
     if let Ok(dir) = std::env::var("NOVAD_BENCH_LOGS") {
         let _ = std::fs::write(Path::new(&dir).join(format!("{processes}.log")), &log);
@@ -320,47 +355,29 @@ fn ceiling(pair: usize, batches: usize, cores: usize, args: &[&str]) -> f64 {
             }
         }
     };
-    let stream = |name: String, body: String| {
+    let stream = |name: &str, body: &str| {
         for d in &dirs {
-            d.drop_file(&name, body.as_bytes());
+            d.drop_file(name, body.as_bytes());
         }
-        wait_all(&[name], Instant::now());
+        wait_all(&[name.to_string()], Instant::now());
     };
-    stream(
-        "0000.jsonl".into(),
-        jsonl_batch(0, 2000, "2026-01-01", "boot"),
-    );
-    for b in 0..batches {
-        let day = format!("2026-01-{:02}", 2 + b % 27);
-        let body = jsonl_batch(2000 + b * 1000, 1000, &day, &format!("b{b}"));
-        stream(format!("{:04}.jsonl", b + 1), body);
+    let (boot, body) = bootstrap_batch();
+    stream(&boot, &body);
+    for (name, body) in single_batches(batches) {
+        stream(&name, &body);
     }
-    let names: Vec<String> = (0..batches)
-        .map(|b| format!("{:04}.jsonl", batches + b + 1))
-        .collect();
+    let backlog = backlog_batches(batches);
+    let names: Vec<String> = backlog.iter().map(|(n, _)| n.clone()).collect();
     for d in &dirs {
-        for (b, name) in names.iter().enumerate() {
-            let day = format!("2026-02-{:02}", 1 + b % 27);
-            let first = 2000 + (batches + b) * 1000;
-            let body = jsonl_batch(first, 1000, &day, &format!("s{b}"));
-            std::fs::write(d.inbox().join(format!(".{name}.partial")), body).unwrap();
-        }
+        stage(d, &backlog);
     }
     let t = Instant::now();
     for d in &dirs {
-        for name in &names {
-            let tmp = d.inbox().join(format!(".{name}.partial"));
-            std::fs::rename(tmp, d.inbox().join(name)).unwrap();
-        }
+        release(d, &backlog);
     }
     wait_all(&names, t);
     let sustained = t.elapsed().as_secs_f64() / batches as f64;
-    for c in &mut children {
-        let _ = Command::new("kill")
-            .args(["-TERM", &c.id().to_string()])
-            .status();
-        let _ = wait_child(c, Duration::from_secs(60));
-    }
+    stop(&mut children);
     sustained
 }
 
