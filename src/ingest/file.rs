@@ -78,31 +78,6 @@ pub enum FileCheck {
 }
 
 impl FileJob {
-    /// A job at byte 0 of `file`, opened at `path` (named `name`), whose metadata is `md`.
-    fn fresh(
-        path: PathBuf,
-        name: String,
-        file: File,
-        format: Format,
-        md: &std::fs::Metadata,
-    ) -> FileJob {
-        FileJob {
-            path,
-            name,
-            file,
-            format,
-            id: (md.dev(), md.ino()),
-            len: md.len(),
-            mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            pos: 0,
-            line: 1,
-            prefix: blake3::Hasher::new(),
-            key: None,
-            writing: false,
-            first: None,
-        }
-    }
-
     /// Everything up to the length at opening is consumed.
     pub fn done(&self) -> bool {
         self.pos >= self.len
@@ -262,6 +237,12 @@ fn hash_range(
     Ok(())
 }
 
+/// Whether a range from `start` holding `docs` documents, read up to byte `pos`, takes
+/// another line: a timestep holds at most `limits` documents and bytes (at least one line).
+fn takes_more(limits: Limits, start: u64, docs: usize, pos: u64) -> bool {
+    docs < limits.max_docs.max(1) && pos - start < limits.max_bytes
+}
+
 /// The first range of a file, parsed while the file was validated, so that stepping it
 /// needs no second parse (its bytes are still read and hashed again before the commit).
 struct Parsed {
@@ -348,10 +329,10 @@ fn validate(job: &FileJob, now_ms: i64, limits: Limits) -> std::io::Result<Valid
         })
     };
     loop {
-        // the range ends where `next_timestep` would end it
-        let full = open.as_ref().is_some_and(|(_, docs)| {
-            docs.len() >= limits.max_docs.max(1) || lines.pos() - job.pos >= limits.max_bytes
-        });
+        // the range ends where `parse_range` ends it
+        let full = open
+            .as_ref()
+            .is_some_and(|(_, docs)| !takes_more(limits, job.pos, docs.len(), lines.pos()));
         if full {
             v.first = close(&mut open, &lines, &whole);
         }
@@ -409,7 +390,7 @@ fn parse_range(
         job.len,
         job.line,
     );
-    while docs.len() < limits.max_docs.max(1) && lines.pos() - start < limits.max_bytes {
+    while takes_more(limits, start, docs.len(), lines.pos()) {
         let raw = match lines.next_line_hashed(&mut [&mut seg, &mut prefix]) {
             Ok(Some(r)) => r,
             Ok(None) => break,
@@ -512,7 +493,21 @@ impl Ingestor {
                 "{kind} is not a batch file; drop regular .jsonl or .txt files into the inbox"
             )));
         }
-        let mut job = FileJob::fresh(path.to_path_buf(), name, file, format, &md);
+        let mut job = FileJob {
+            path: path.to_path_buf(),
+            name,
+            file,
+            format,
+            id: (md.dev(), md.ino()),
+            len: md.len(),
+            mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            pos: 0,
+            line: 1,
+            prefix: blake3::Hasher::new(),
+            key: None,
+            writing: false,
+            first: None,
+        };
         if open_for_writing(&job.file) == Some(true) {
             // still being written: its last line may be incomplete
             job.writing = true;
