@@ -22,7 +22,7 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 
 use novad_models::engine::memory_batch;
-use novad_models::l1::dictionary::{shard_docs, shard_of, LOGICAL_SHARDS};
+use novad_models::l1::dictionary::{deal, shard_docs, shard_of, LOGICAL_SHARDS};
 use novad_models::l1::replicate::{
     CodingJob, Found, MemorySearch, Replication, ShardOutput, ShardTerms, TermJob, Updated,
 };
@@ -160,6 +160,18 @@ pub(super) fn decode(round: &[Vec<u8>]) -> Result<(Lead, Vec<Reply>), EngineErro
 /// The logical shards worker `index` of `peers` codes.
 pub(super) fn my_shards(index: usize, peers: usize) -> Vec<usize> {
     (0..LOGICAL_SHARDS).filter(|s| s % peers == index).collect()
+}
+
+/// The logical shards worker `index` of `peers` codes in the step of `job`: dealt out by their
+/// predicted coding cost ([`CodingJob::shard_costs`], [`deal`]), so that the workers finish
+/// their coding at about the same time whatever documents the batch puts in which shard.
+/// Every worker deals the same hand from the same job; which worker codes a shard does not
+/// change its codes.
+pub(super) fn coding_shards(job: &CodingJob<'_>, index: usize, peers: usize) -> Vec<usize> {
+    deal(&job.shard_costs(), peers)
+        .into_iter()
+        .nth(index)
+        .unwrap_or_default()
 }
 
 /// The logical shards whose documents worker `index` of `peers` tokenises: its own
@@ -566,7 +578,7 @@ impl Replication for ReplicaSide {
 
     fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
         let mut g = self.gather.borrow_mut();
-        let outs = job.run(&my_shards(g.index(), g.peers()));
+        let outs = job.run(&coding_shards(job, g.index(), g.peers()));
         let round = g.round(encode(&Reply::Shards {
             timestep: job.timestep,
             outs,

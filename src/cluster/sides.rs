@@ -14,7 +14,7 @@ use novad_models::{Engine, StepOutput};
 
 use super::net::Gather;
 use super::protocol::{
-    decode, encode, finds, finish_found, gather_outputs, gather_terms, memory_share, my_shards,
+    coding_shards, decode, encode, finds, finish_found, gather_outputs, gather_terms, memory_share,
     search_round, term_shards, vocab_mark, Lead, RemoteJudge, ReplicaSide, Reply,
 };
 use super::ClusterError;
@@ -237,12 +237,6 @@ struct LeaderSide {
 }
 
 impl LeaderSide {
-    /// The logical shards the leader tokenises and codes.
-    fn shards(&self) -> Vec<usize> {
-        let g = self.gather.borrow();
-        my_shards(g.index(), g.peers())
-    }
-
     /// A round that carries `lead` from the leader, metered.
     fn round(&self, lead: &Lead) -> Metered<Vec<Vec<u8>>> {
         metered(&self.gather, || {
@@ -291,7 +285,10 @@ impl Replication for LeaderSide {
 
     fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
         let t0 = Instant::now();
-        let outs = job.run(&self.shards());
+        let outs = {
+            let g = self.gather.borrow();
+            job.run(&coding_shards(job, g.index(), g.peers()))
+        };
         self.figures.code_seconds = t0.elapsed().as_secs_f64();
         let round = self.round(&Lead::Shards(outs));
         self.figures.exchange_seconds = round.seconds;

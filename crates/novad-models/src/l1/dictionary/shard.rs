@@ -41,6 +41,29 @@ pub fn per_shard<T>(
         .collect()
 }
 
+/// The logical shards dealt out to `peers` workers so that their summed `costs` (one per
+/// logical shard, in any unit) come out even: the longest-processing-time rule (shards by
+/// decreasing cost, ties by shard number, each to the worker with the least cost so far, ties
+/// to the lowest index), which leaves no worker more than the largest shard's cost above the
+/// least loaded one. Worker i's shards are `deal(..)[i]`, increasing. A pure function of its
+/// arguments, so every worker deals the same hand from the same costs. `peers` ≥ 1.
+pub fn deal(costs: &[u64; LOGICAL_SHARDS], peers: usize) -> Vec<Vec<usize>> {
+    let peers = peers.max(1);
+    let mut order: Vec<usize> = (0..LOGICAL_SHARDS).collect();
+    order.sort_by_key(|&s| (std::cmp::Reverse(costs[s]), s));
+    let mut load = vec![0u64; peers];
+    let mut hands = vec![Vec::new(); peers];
+    for s in order {
+        let w = (0..peers).min_by_key(|&w| (load[w], w)).unwrap_or(0);
+        load[w] = load[w].saturating_add(costs[s]);
+        hands[w].push(s);
+    }
+    for h in &mut hands {
+        h.sort_unstable();
+    }
+    hands
+}
+
 /// Why lists by shard do not make up a batch (the shard named).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShardGap {
@@ -100,6 +123,46 @@ mod tests {
             let all = by_position(n, parts).unwrap();
             assert_eq!(all, (0..n).map(|j| j * 10).collect::<Vec<_>>(), "{n}");
         }
+    }
+
+    #[test]
+    fn a_deal_gives_every_shard_once_and_evens_out_the_costs() {
+        let mut st = 0x5eed_u64;
+        for round in 0..200 {
+            // costs from flat to heavy-tailed, some shards empty
+            let costs: [u64; LOGICAL_SHARDS] = std::array::from_fn(|_| {
+                st = st
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let r = st >> 33;
+                match round % 3 {
+                    0 => r % 1000,
+                    1 => (r % 100).pow(3),
+                    _ => (r % 7 == 0) as u64 * (r % 50_000),
+                }
+            });
+            for peers in 1..=5 {
+                let hands = deal(&costs, peers);
+                assert_eq!(hands.len(), peers);
+                let mut all: Vec<usize> = hands.concat();
+                all.sort_unstable();
+                assert_eq!(all, (0..LOGICAL_SHARDS).collect::<Vec<_>>());
+                for h in &hands {
+                    assert!(h.windows(2).all(|w| w[0] < w[1]), "increasing");
+                }
+                let loads: Vec<u64> = hands
+                    .iter()
+                    .map(|h| h.iter().map(|&s| costs[s]).sum())
+                    .collect();
+                let (hi, lo) = (*loads.iter().max().unwrap(), *loads.iter().min().unwrap());
+                let biggest = *costs.iter().max().unwrap();
+                assert!(hi - lo <= biggest, "{loads:?}, largest shard {biggest}");
+                assert_eq!(deal(&costs, peers), hands, "the same hand every time");
+            }
+        }
+        // equal costs: the shards are dealt round-robin-like, 32 each
+        let hands = deal(&[5; LOGICAL_SHARDS], 2);
+        assert_eq!((hands[0].len(), hands[1].len()), (32, 32));
     }
 
     #[test]
