@@ -402,14 +402,14 @@ mod tests {
         // per document: (entries in its rows) · ⌊8·√terms⌋
         let dense_doc = (10 * k as u64) * 25; // ⌊√640⌋ = 25
         let sparse_doc = 3 * 13; // ⌊√192⌋ = 13
-        for s in 0..LOGICAL_SHARDS {
+        for (s, &cost) in costs.iter().enumerate() {
             let docs = shard_docs(vectors.len(), s).count() as u64;
             let want = match s {
                 5 => docs * dense_doc,
                 9 => 0,
                 _ => docs * sparse_doc,
             };
-            assert_eq!(costs[s], want, "shard {s}");
+            assert_eq!(cost, want, "shard {s}");
         }
         // two workers: the one given the dense shard gets fewer of the others
         let hands = deal(&costs, 2);
