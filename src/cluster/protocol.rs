@@ -5,7 +5,8 @@
 //! ([`Lead::Load`], [`Lead::Step`], [`Lead::Stop`]). A step is then, on every worker, the same
 //! [`Model::step_replicated`]: one round where each worker contributes the documents of its
 //! logical shards ([`term_shards`]) tokenised and resolved against the vocabulary, one where it
-//! contributes the codes of its shards (shard s on worker s mod workers); when the leader has
+//! contributes the codes of its shards ([`coding_shards`]; both dealt out by predicted cost,
+//! the same hand on every worker); when the leader has
 //! a judge (the hybrid detector), one search round where each worker contributes the nearest
 //! documents in its share of the memory (the remembered documents of its logical shards, see
 //! [`novad_models::memory::Share`]) and one round where the leader contributes its judgement;
@@ -22,7 +23,7 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 
 use novad_models::engine::memory_batch;
-use novad_models::l1::dictionary::{deal, shard_docs, shard_of, LOGICAL_SHARDS};
+use novad_models::l1::dictionary::{deal, deal_after, shard_docs, shard_of, LOGICAL_SHARDS};
 use novad_models::l1::replicate::{
     CodingJob, Found, MemorySearch, Replication, ShardOutput, ShardTerms, TermJob, Updated,
 };
@@ -157,7 +158,9 @@ pub(super) fn decode(round: &[Vec<u8>]) -> Result<(Lead, Vec<Reply>), EngineErro
     Ok((lead, replies))
 }
 
-/// The logical shards worker `index` of `peers` codes.
+/// The logical shards of worker `index` of `peers` (shard s on worker s mod workers): its
+/// share of the memory indexes their remembered documents, and it searches for their batch
+/// documents first.
 pub(super) fn my_shards(index: usize, peers: usize) -> Vec<usize> {
     (0..LOGICAL_SHARDS).filter(|s| s % peers == index).collect()
 }
@@ -174,18 +177,26 @@ pub(super) fn coding_shards(job: &CodingJob<'_>, index: usize, peers: usize) -> 
         .unwrap_or_default()
 }
 
-/// The logical shards whose documents worker `index` of `peers` tokenises: its own
-/// ([`my_shards`]) when `lead_terms`; otherwise the replicas share them all out and the leader
-/// tokenises none, because it writes the last timestep's records and commit meanwhile (see
-/// [`crate::ingest::Replicas::step`]). Alone, a worker tokenises them all.
-pub(super) fn term_shards(index: usize, peers: usize, lead_terms: bool) -> Vec<usize> {
-    match (index, peers) {
-        _ if lead_terms || peers == 1 => my_shards(index, peers),
-        (0, _) => Vec::new(),
-        (i, p) => (0..LOGICAL_SHARDS)
-            .filter(|s| s % (p - 1) == i - 1)
-            .collect(),
+/// The logical shards whose documents worker `index` of `peers` tokenises in the step of
+/// `job`, dealt out by the bytes of their texts ([`TermJob::shard_costs`], [`deal_after`]).
+/// Unless `lead_terms`, the leader writes the last timestep's records and commit meanwhile
+/// (see [`crate::ingest::Replicas::step`]), counted as one worker's share of the bytes, so
+/// that it takes fewer of them: a quarter of the batch with one replica.
+pub(super) fn term_shards(
+    job: &TermJob<'_>,
+    index: usize,
+    peers: usize,
+    lead_terms: bool,
+) -> Vec<usize> {
+    let costs = job.shard_costs();
+    let mut before = vec![0u64; peers.max(1)];
+    if !lead_terms && peers > 1 {
+        before[0] = costs.iter().sum::<u64>() / peers as u64;
     }
+    deal_after(&costs, &before)
+        .into_iter()
+        .nth(index)
+        .unwrap_or_default()
 }
 
 /// Every worker's parts of a round of per-shard parts (`what`, for errors), the leader's
@@ -566,7 +577,7 @@ pub(super) struct ReplicaSide {
 impl Replication for ReplicaSide {
     fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
         let mut g = self.gather.borrow_mut();
-        let outs = job.run(&term_shards(g.index(), g.peers(), self.lead_terms));
+        let outs = job.run(&term_shards(job, g.index(), g.peers(), self.lead_terms));
         let round = g.round(encode(&Reply::Terms {
             timestep: job.timestep,
             vocab: vocab_mark(job),

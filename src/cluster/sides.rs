@@ -270,7 +270,7 @@ impl Replication for LeaderSide {
         let t0 = Instant::now();
         let outs = {
             let g = self.gather.borrow();
-            job.run(&term_shards(g.index(), g.peers(), self.lead_terms))
+            job.run(&term_shards(job, g.index(), g.peers(), self.lead_terms))
         };
         self.figures.terms_seconds = t0.elapsed().as_secs_f64();
         let round = self.round(&Lead::Terms {

@@ -131,6 +131,17 @@ pub struct ShardTerms {
 }
 
 impl TermJob<'_> {
+    /// The cost of tokenising each logical shard, for dealing the shards out evenly
+    /// ([`crate::l1::dictionary::deal`]): the bytes of its documents' texts (the tokenizer
+    /// and the lookups are linear in them).
+    pub fn shard_costs(&self) -> [u64; LOGICAL_SHARDS] {
+        let mut costs = [0u64; LOGICAL_SHARDS];
+        for (j, t) in self.texts.iter().enumerate() {
+            costs[shard_of(j)] += t.len() as u64;
+        }
+        costs
+    }
+
     /// Tokenise and resolve the documents of `shards` (in parallel on the rayon pool; each is
     /// a function of its text and the vocabulary only).
     pub fn run(&self, shards: &[usize]) -> Vec<ShardTerms> {

@@ -24,7 +24,9 @@ pub use oiadmm::{oiadmm_step, OiadmmParams};
 pub use project::{project_columns, project_nonneg_l1_ball, project_sparse_rows, SparseRows};
 pub use refresh::{plan_refresh, RefreshParams, RefreshPlan};
 pub use rows::Dictionary;
-pub use shard::{by_position, deal, per_shard, shard_docs, shard_of, ShardGap, LOGICAL_SHARDS};
+pub use shard::{
+    by_position, deal, deal_after, per_shard, shard_docs, shard_of, ShardGap, LOGICAL_SHARDS,
+};
 
 use std::mem::MaybeUninit;
 

@@ -42,19 +42,29 @@ pub fn per_shard<T>(
 }
 
 /// The logical shards dealt out to `peers` workers so that their summed `costs` (one per
-/// logical shard, in any unit) come out even: the longest-processing-time rule (shards by
-/// decreasing cost, ties by shard number, each to the worker with the least cost so far, ties
-/// to the lowest index), which leaves no worker more than the largest shard's cost above the
-/// least loaded one. Worker i's shards are `deal(..)[i]`, increasing. A pure function of its
-/// arguments, so every worker deals the same hand from the same costs. `peers` ≥ 1.
+/// logical shard, in any unit) come out even: [`deal_after`] with no work before.
 pub fn deal(costs: &[u64; LOGICAL_SHARDS], peers: usize) -> Vec<Vec<usize>> {
-    let peers = peers.max(1);
+    deal_after(costs, &vec![0; peers.max(1)])
+}
+
+/// The logical shards dealt out to workers that have `before[i]` of other work to do first
+/// (in the unit of `costs`, one cost per logical shard), so that every worker's total comes
+/// out even: the longest-processing-time rule (shards by decreasing cost, ties by shard
+/// number, each to the worker with the least total so far, ties to the lowest index). A
+/// worker that gets any shard ends at most the largest shard's cost above the least loaded
+/// worker. Worker i's shards are `deal_after(..)[i]`, increasing. A pure function of its
+/// arguments, so every worker deals the same hand from the same costs. At least one worker.
+pub fn deal_after(costs: &[u64; LOGICAL_SHARDS], before: &[u64]) -> Vec<Vec<usize>> {
+    let mut load: Vec<u64> = if before.is_empty() {
+        vec![0]
+    } else {
+        before.to_vec()
+    };
     let mut order: Vec<usize> = (0..LOGICAL_SHARDS).collect();
     order.sort_by_key(|&s| (std::cmp::Reverse(costs[s]), s));
-    let mut load = vec![0u64; peers];
-    let mut hands = vec![Vec::new(); peers];
+    let mut hands = vec![Vec::new(); load.len()];
     for s in order {
-        let w = (0..peers).min_by_key(|&w| (load[w], w)).unwrap_or(0);
+        let w = (0..load.len()).min_by_key(|&w| (load[w], w)).unwrap_or(0);
         load[w] = load[w].saturating_add(costs[s]);
         hands[w].push(s);
     }
@@ -163,6 +173,37 @@ mod tests {
         // equal costs: the shards are dealt round-robin-like, 32 each
         let hands = deal(&[5; LOGICAL_SHARDS], 2);
         assert_eq!((hands[0].len(), hands[1].len()), (32, 32));
+    }
+
+    #[test]
+    fn a_deal_after_other_work_evens_out_the_totals() {
+        let costs: [u64; LOGICAL_SHARDS] = std::array::from_fn(|s| 10 + (s as u64 * 37) % 90);
+        let total: u64 = costs.iter().sum();
+        for before in [vec![total / 2, 0], vec![total / 3, 0, 0], vec![0, 500, 900]] {
+            let hands = deal_after(&costs, &before);
+            let mut all: Vec<usize> = hands.concat();
+            all.sort_unstable();
+            assert_eq!(all, (0..LOGICAL_SHARDS).collect::<Vec<_>>());
+            let totals: Vec<u64> = hands
+                .iter()
+                .zip(&before)
+                .map(|(h, b)| b + h.iter().map(|&s| costs[s]).sum::<u64>())
+                .collect();
+            let lo = *totals.iter().min().unwrap();
+            for (h, t) in hands.iter().zip(&totals) {
+                if !h.is_empty() {
+                    assert!(t - lo <= 99, "{totals:?}");
+                }
+            }
+        }
+        // a worker with more work before than all the shards together gets none
+        let hands = deal_after(&costs, &[total + 1, 0]);
+        assert!(hands[0].is_empty());
+        assert_eq!(hands[1].len(), LOGICAL_SHARDS);
+        // with half a worker's share to do first, the leader of two takes about a quarter
+        let hands = deal_after(&costs, &[total / 2, 0]);
+        let lead: u64 = hands[0].iter().map(|&s| costs[s]).sum();
+        assert!(lead.abs_diff(total / 4) <= 99, "{lead} of {total}");
     }
 
     #[test]
