@@ -283,6 +283,9 @@ impl Store {
         let r = match got {
             Some(Ok(Ok(()))) => {
                 let stats = self.record(rest);
+                if let Err(e) = self.forget_queued() {
+                    tracing::warn!(error = %e, "cannot clear the progress entry of a moved file (harmless)");
+                }
                 self.write_sidecars().map(|()| Some(stats))
             }
             Some(Ok(Err(e))) => Err(e),
@@ -452,6 +455,32 @@ mod tests {
             store.committer_policy(libc::SCHED_IDLE);
             assert_eq!(policy(tid), between, "after the wait, timestep {t}");
         }
+    }
+
+    /// A file's progress entry dropped while a commit is in flight is dropped once that commit
+    /// has settled (not before: the write would wait for the committer), and only while it is
+    /// still the file's entry.
+    #[test]
+    fn progress_forgotten_during_a_commit_goes_once_the_commit_has_settled() {
+        let (_dir, mut store, engine) = new_store();
+        let mut w = write(0, "a.txt");
+        w.progress = Some("a.txt".into());
+        store.commit(&engine, &w).unwrap();
+        assert_eq!(store.progress("a.txt").unwrap(), Some(w.hash));
+        // another file's commit in flight
+        let mut b = write(1, "b.txt");
+        b.progress = Some("b.txt".into());
+        let p = store.prepare(&engine, &b);
+        store.commit_later(p).unwrap();
+        store.forget_progress("a.txt", &w.hash).unwrap();
+        store.forget_progress("b.txt", &[9; 32]).unwrap();
+        assert_eq!(store.progress("a.txt").unwrap(), Some(w.hash), "queued");
+        store.settle().unwrap().expect("a commit was in flight");
+        assert_eq!(store.progress("a.txt").unwrap(), None);
+        assert_eq!(store.progress("b.txt").unwrap(), Some(b.hash), "another hash");
+        // with nothing in flight it goes at once
+        store.forget_progress("b.txt", &b.hash).unwrap();
+        assert_eq!(store.progress("b.txt").unwrap(), None);
     }
 
     /// A background commit that fails is reported once as what went wrong, then every later
