@@ -477,7 +477,11 @@ mod tests {
         assert_eq!(store.progress("a.txt").unwrap(), Some(w.hash), "queued");
         store.settle().unwrap().expect("a commit was in flight");
         assert_eq!(store.progress("a.txt").unwrap(), None);
-        assert_eq!(store.progress("b.txt").unwrap(), Some(b.hash), "another hash");
+        assert_eq!(
+            store.progress("b.txt").unwrap(),
+            Some(b.hash),
+            "another hash"
+        );
         // with nothing in flight it goes at once
         store.forget_progress("b.txt", &b.hash).unwrap();
         assert_eq!(store.progress("b.txt").unwrap(), None);
