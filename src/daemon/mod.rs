@@ -391,7 +391,7 @@ fn continue_file(
 /// Move a fully committed file to `processed/` if it is still exactly what was committed;
 /// otherwise leave it in the inbox (a grown file's new part becomes the next timestep once the
 /// file is stable again).
-pub(crate) fn finish(ing: &Ingestor, inbox: &mut Inbox, job: &FileJob) {
+pub(crate) fn finish(ing: &mut Ingestor, inbox: &mut Inbox, job: &FileJob) {
     let name = shown(&job.name);
     let writer = job.writer_open() == Some(true);
     match job.check() {
