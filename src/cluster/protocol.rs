@@ -171,10 +171,7 @@ pub(super) fn my_shards(index: usize, peers: usize) -> Vec<usize> {
 /// Every worker deals the same hand from the same job; which worker codes a shard does not
 /// change its codes.
 pub(super) fn coding_shards(job: &CodingJob<'_>, index: usize, peers: usize) -> Vec<usize> {
-    deal(&job.shard_costs(), peers)
-        .into_iter()
-        .nth(index)
-        .unwrap_or_default()
+    hand(deal(&job.shard_costs(), peers), index)
 }
 
 /// The logical shards whose documents worker `index` of `peers` tokenises in the step of
@@ -193,10 +190,12 @@ pub(super) fn term_shards(
     if !lead_terms && peers > 1 {
         before[0] = costs.iter().sum::<u64>() / peers as u64;
     }
-    deal_after(&costs, &before)
-        .into_iter()
-        .nth(index)
-        .unwrap_or_default()
+    hand(deal_after(&costs, &before), index)
+}
+
+/// Worker `index`'s hand of a deal (none past the last worker).
+fn hand(hands: Vec<Vec<usize>>, index: usize) -> Vec<usize> {
+    hands.into_iter().nth(index).unwrap_or_default()
 }
 
 /// Every worker's parts of a round of per-shard parts (`what`, for errors), the leader's
