@@ -178,8 +178,10 @@ type Record = (u64, u32, Payload);
 type Received = Rc<RefCell<BTreeMap<u64, Vec<(u32, Vec<u8>)>>>>;
 
 /// An all-gather: in each round every worker contributes one payload and receives every
-/// worker's payload of that round. Round r is timely epoch r; it is complete when the probe
-/// passes r + 1, i.e. when every worker has sent its payload and all of them have arrived.
+/// worker's payload of that round. Round r is timely epoch r; it is complete on a worker
+/// once every worker's payload of it has arrived there (each worker sends exactly one), or
+/// when the probe passes r + 1, whichever comes first: a worker that sent its payload and
+/// computes on without stepping does not hold the round up with its late progress.
 pub struct Gather {
     worker: Worker,
     input: InputHandle<u64, CapacityContainerBuilder<Vec<Record>>>,
@@ -260,11 +262,10 @@ impl Gather {
     /// without waiting: the caller works on, then collects the round with [`Self::finish`].
     /// Several rounds may be open; they finish in order.
     ///
-    /// A round completes on a worker only once every worker has taken in every payload of
-    /// the round, so a worker that goes quiet (computes without stepping) holds up the others'
-    /// rounds in which it already took part. A worker that knows its next contribution early
-    /// (a replica, whose next one after a step is always [`super::protocol::Reply::Idle`])
-    /// begins that round early, so that the leader's next command reaches it at once.
+    /// A round completes on a worker once every worker's payload has arrived, so a worker
+    /// that knows its next contribution early (a replica, whose next one after a step is
+    /// always [`super::protocol::Reply::Idle`]) begins that round early, so that the
+    /// leader's next command reaches it at once.
     pub fn begin(&mut self, mine: Vec<u8>) {
         self.bytes_sent += (mine.len() * (self.peers() - self.local)) as u64;
         self.input
@@ -289,7 +290,19 @@ impl Gather {
         if self.open() == 0 {
             return Vec::new();
         }
+        let peers = self.peers();
         while self.probe.less_than(&(self.round + 1)) {
+            // every worker sends one payload per round: once all are in, the round is
+            // complete here, whether or not the senders' progress has arrived (a worker that
+            // computes without stepping sends its progress late)
+            if self
+                .got
+                .borrow()
+                .get(&self.round)
+                .is_some_and(|g| g.len() == peers)
+            {
+                break;
+            }
             // parks until a message or progress arrives: an idle replica uses no CPU
             self.worker.step_or_park(None);
         }
@@ -339,6 +352,85 @@ mod tests {
             assert_eq!(second, vec![vec![0, 2], vec![1, 2]]);
             assert!(none.is_empty());
             assert_eq!(fourth, vec![vec![0, 4], vec![1, 4]]);
+        }
+    }
+
+    /// A round is complete on a worker once every worker's payload is in, although a worker
+    /// that contributed goes on without stepping (so without taking in the others' payloads,
+    /// which its progress would count): two processes over TCP on 127.0.0.1; process 0 begins
+    /// a large round and a small one, then does not step again until process 1, which joins
+    /// them only then, has both.
+    #[test]
+    fn a_round_completes_once_every_payload_is_in() {
+        let hosts: Vec<String> = (0..2)
+            .map(|_| {
+                let l = TcpListener::bind("127.0.0.1:0").unwrap();
+                l.local_addr().unwrap().to_string()
+            })
+            .collect();
+        // process 0 → 1: "I am busy"; process 1 → 0: "I have the rounds"
+        let (busy_tx, busy_rx) = std::sync::mpsc::channel::<()>();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        use std::sync::Mutex;
+        let chans = std::sync::Arc::new((
+            Mutex::new(busy_tx),
+            Mutex::new(busy_rx),
+            Mutex::new(done_tx),
+            Mutex::new(done_rx),
+        ));
+        let procs: Vec<_> = (0..2)
+            .map(|process| {
+                let cfg = ClusterConfig {
+                    hostfile: "hosts".into(),
+                    hosts: hosts.clone(),
+                    process,
+                    workers: 1,
+                    connect_timeout: Duration::from_secs(30),
+                };
+                let chans = std::sync::Arc::clone(&chans);
+                std::thread::spawn(move || {
+                    let sockets = connect(&cfg).unwrap();
+                    let (builders, guard) = allocators(sockets, process, 1).unwrap();
+                    let guards = timely::execute::execute_from(
+                        builders,
+                        Box::new(guard),
+                        timely::WorkerConfig::default(),
+                        move |worker| {
+                            let mut g = Gather::new(worker, 1);
+                            let wait = |rx: &std::sync::mpsc::Receiver<()>| {
+                                rx.recv_timeout(Duration::from_secs(20)).is_ok()
+                            };
+                            if process == 0 {
+                                g.begin(vec![0; 1 << 20]);
+                                g.begin(vec![0, 7]);
+                                chans.0.lock().unwrap().send(()).unwrap();
+                                let heard = wait(&chans.3.lock().unwrap());
+                                assert!(heard, "process 1 waited for process 0's steps");
+                            } else {
+                                assert!(wait(&chans.1.lock().unwrap()));
+                                g.begin(vec![1; 1 << 20]);
+                                g.begin(vec![1, 7]);
+                            }
+                            let large = g.finish();
+                            let small = g.finish();
+                            if process == 1 {
+                                chans.2.lock().unwrap().send(()).unwrap();
+                            }
+                            assert!(large.iter().map(Vec::len).eq([1 << 20; 2]));
+                            small
+                        },
+                    )
+                    .unwrap();
+                    guards
+                        .join()
+                        .into_iter()
+                        .map(Result::unwrap)
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for p in procs {
+            assert_eq!(p.join().unwrap(), vec![vec![vec![0, 7], vec![1, 7]]]);
         }
     }
 }
