@@ -67,15 +67,18 @@ fn batches(files: usize, docs: usize) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Drop the files one by one, each after the previous one is processed (one timestep each,
-/// in order), then wait for the last.
+/// Drop the files one by one, each after the previous one is processed or rejected (one
+/// timestep each, in order), then wait for the last.
 fn feed(d: &Dirs, files: &[(String, String)]) {
     for (name, body) in files {
         d.drop_file(name, body.as_bytes());
-        wait_for(120, &format!("{name} processed"), || {
-            files_in(&d.processed()).contains(name)
-        });
+        wait_for(120, &format!("{name} processed"), || done(d, name));
     }
+}
+
+/// Whether the file `name` was moved to processed/ or rejected/.
+fn done(d: &Dirs, name: &String) -> bool {
+    files_in(&d.processed()).contains(name) || files_in(&d.rejected()).contains(name)
 }
 
 /// One verdict as compared here: document id, timestep, the bits of its score and of the ℓ1
@@ -195,6 +198,45 @@ fn one_two_and_three_processes_commit_exactly_what_one_node_commits() {
         assert_eq!(dn, digest1, "{n} processes × {workers}: digest");
         assert_eq!(tn, topics1, "{n} processes × {workers}: topics");
     }
+}
+
+/// A backlog: the leader reads each next file while the replicas start on the current one,
+/// and sends its batch out at the end of the step. A file read ahead that is not stepped (a
+/// duplicate of a committed one, rejected at its turn) has its step abandoned by every
+/// replica; what is committed is still exactly what one node commits.
+#[test]
+fn a_backlog_read_ahead_commits_what_one_node_commits_even_past_a_duplicate() {
+    let mut files = batches(6, 150);
+    // a copy of b01 after b02: read ahead during b02's step, then rejected at its turn
+    let copy = ("b02x.jsonl".to_string(), files[1].1.clone());
+    files.insert(3, copy);
+    let (digest1, verdicts1, topics1) = single_node(&files);
+    assert_eq!(verdicts1.len(), 6 * 150);
+    let d = Dirs::new();
+    let hosts = hosts_file(d.tmp.path(), 2);
+    let procs: Vec<Daemon> = (0..2).map(|i| process(&d, &hosts, i, MODEL)).collect();
+    feed(&d, &files[..1]);
+    for (name, body) in &files[1..] {
+        d.drop_file(name, body.as_bytes());
+    }
+    wait_for(180, "every file processed or rejected", || {
+        files.iter().all(|(n, _)| done(&d, n))
+    });
+    drop(procs);
+    let rejected = files_in(&d.rejected());
+    assert_eq!(rejected, ["b02x.jsonl", "b02x.jsonl.error"], "{rejected:?}");
+    let log = std::fs::read_to_string(d.log()).unwrap();
+    assert!(
+        log.contains("sent_ahead=true"),
+        "no step went out ahead: {log}"
+    );
+    assert!(
+        log.contains("the leader abandoned the step"),
+        "the step of the duplicate was not abandoned: {log}"
+    );
+    assert_eq!(verdicts(&d), verdicts1, "verdicts");
+    assert_eq!(digest(&d), digest1, "digest");
+    assert_eq!(topics(&d), topics1, "topics");
 }
 
 fn wait_exit(child: &mut Child, secs: u64) -> Option<i32> {

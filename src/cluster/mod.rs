@@ -21,17 +21,22 @@
 //! of processes. Â and the memory are shipped whole only when a replica must be (re)loaded:
 //! at the first step, and after a step the leader did not commit.
 //!
-//! The leader commits in the background ([`crate::ingest::Ingestor::defer`]): once a
-//! timestep is stepped the leader reads the next batch file and sends it out; while the
-//! replicas tokenise it (all of it: the leader tokenises none then), the leader writes the
-//! last timestep's records and hands its transaction to the store's committer thread, which
-//! applies and flushes it while the leader waits for its peers. A batch file is moved to
-//! `processed/` only once its last timestep is durable.
+//! The leader commits in the background ([`crate::ingest::Ingestor::defer`]) and reads
+//! ahead: while the replicas tokenise most of a timestep's batch, the
+//! leader writes the last timestep's records, hands its transaction to the store's committer
+//! thread, which applies and flushes it while the leader waits for its peers, and, with a
+//! backlog, reads and validates the next file ([`crate::ingest::Replicas::step`]). That
+//! file's batch goes out with the step's dictionary update, so that the replicas tokenise it
+//! while the leader finishes the step. A batch sent ahead that the daemon does not step next
+//! (the file is a duplicate, or changed) is abandoned: the leader's next round is an abort,
+//! which ends that step on every replica. A batch file is moved to `processed/` only once
+//! its last timestep is durable.
 //!
 //! Communication is timely-dataflow over TCP ([`net`]): one all-gather round per exchange,
-//! one timely epoch per round; a round can be begun before its result is needed, so the batch
-//! travels while the leader writes the last timestep, the topics and refresh plan while the
-//! leader updates, and the update while the leader goes on. When any process dies, its peers
+//! one timely epoch per round, complete on a worker as soon as every worker's payload has
+//! arrived; a round can be begun before its result is needed, so the batch travels while the
+//! leader writes the last timestep, the topics and refresh plan while the leader updates, and
+//! the update and the next batch while the leader goes on. When any process dies, its peers
 //! lose their connection and stop (exit status 3); the leader's store holds the last durable
 //! timestep, from which a restarted cluster resumes. dnmf and ostc run on one node only.
 

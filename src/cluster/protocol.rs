@@ -14,8 +14,10 @@
 //! contributes the topics and the refresh plan it worked out while the leader ran the update
 //! (begun before the update, finished after it, so that nobody waits for it); and, when the
 //! step updates the dictionary, one round where the leader contributes the update
-//! ([`Lead::Updated`]), which the replicas take instead of computing it. A leader whose step
-//! failed sends [`Lead::Abort`], which ends the step on every replica still in it.
+//! ([`Lead::Updated`]), which the replicas take instead of computing it; the next step's
+//! [`Lead::Step`] may follow it at once, when the leader read the next file meanwhile. A
+//! leader whose step failed, or that abandons a step it sent ahead, sends [`Lead::Abort`],
+//! which ends the step on every replica still in it.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -44,13 +46,13 @@ pub enum Lead {
     },
     /// Step the model at `timestep` on these documents (with their times); `judged`: the
     /// leader has the hybrid detector, so the step has a search round and a judgement round.
-    /// `lead_terms`: the leader tokenises its share of the documents (see [`term_shards`]).
+    /// `lead_terms`: how much of the tokenising the leader does (see [`term_shards`]).
     Step {
         timestep: u64,
         docs: Vec<String>,
         times: Vec<i64>,
         judged: bool,
-        lead_terms: bool,
+        lead_terms: LeadTerms,
     },
     /// The leader's shards' resolved terms for the step's terms round, and the mark of the
     /// vocabulary they were resolved against.
@@ -75,10 +77,27 @@ pub enum Lead {
     /// The step's dictionary update, which only the leader computes (the replicas' part of
     /// this round is [`Reply::Idle`]).
     Updated(Box<Updated>),
-    /// The leader's step failed: replicas still in it drop it.
+    /// The leader's step failed, or the daemon does not take the step sent ahead: replicas
+    /// still in it drop it.
     Abort,
     /// The cluster stops (with the reason when it stops on an error).
     Stop(Option<String>),
+}
+
+/// How much of a step's tokenising the leader does, beside its other work meanwhile (see
+/// [`term_shards`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LeadTerms {
+    /// A worker's share: it has nothing else to do meanwhile.
+    Share,
+    /// Less: it writes the last timestep's records and commit meanwhile, counted as one
+    /// worker's share of the batch's bytes.
+    Less,
+    /// Little: the batch went out at the end of the step before, and the leader finishes
+    /// that step, writes its records and reads the next file while the replicas tokenise,
+    /// counted as three halves of one worker's share (an eighth of the batch with one
+    /// replica).
+    Little,
 }
 
 /// A replica's contribution to a round.
@@ -176,21 +195,31 @@ pub(super) fn coding_shards(job: &CodingJob<'_>, index: usize, peers: usize) -> 
 
 /// The logical shards whose documents worker `index` of `peers` tokenises in the step of
 /// `job`, dealt out by the bytes of their texts ([`TermJob::shard_costs`], [`deal_after`]).
-/// Unless `lead_terms`, the leader writes the last timestep's records and commit meanwhile
-/// (see [`crate::ingest::Replicas::step`]), counted as one worker's share of the bytes, so
-/// that it takes fewer of them: a quarter of the batch with one replica.
+/// The leader's other work meanwhile (see [`crate::ingest::Replicas::step`]) counts as
+/// `lead`: with [`LeadTerms::Less`] it takes a quarter of the batch with one replica, with
+/// [`LeadTerms::Little`] an eighth.
 pub(super) fn term_shards(
     job: &TermJob<'_>,
     index: usize,
     peers: usize,
-    lead_terms: bool,
+    lead: LeadTerms,
 ) -> Vec<usize> {
-    let costs = job.shard_costs();
+    hand(term_deal(&job.shard_costs(), peers, lead), index)
+}
+
+/// Every worker's logical shards to tokenise of a batch whose shards' texts have these bytes
+/// (see [`term_shards`]).
+fn term_deal(costs: &[u64; LOGICAL_SHARDS], peers: usize, lead: LeadTerms) -> Vec<Vec<usize>> {
     let mut before = vec![0u64; peers.max(1)];
-    if !lead_terms && peers > 1 {
-        before[0] = costs.iter().sum::<u64>() / peers as u64;
+    if peers > 1 {
+        let share = costs.iter().sum::<u64>() / peers as u64;
+        before[0] = match lead {
+            LeadTerms::Share => 0,
+            LeadTerms::Less => share,
+            LeadTerms::Little => share.saturating_mul(3) / 2,
+        };
     }
-    hand(deal_after(&costs, &before), index)
+    deal_after(costs, &before)
 }
 
 /// Worker `index`'s hand of a deal (none past the last worker).
@@ -569,8 +598,8 @@ pub(super) struct ReplicaSide {
     pub gather: Rc<RefCell<Gather>>,
     /// The timestep of the model being stepped.
     pub timestep: u64,
-    /// The leader tokenises its share of the step's documents ([`term_shards`]).
-    pub lead_terms: bool,
+    /// How much of the step's tokenising the leader does ([`term_shards`]).
+    pub lead_terms: LeadTerms,
 }
 
 impl Replication for ReplicaSide {
@@ -817,6 +846,28 @@ mod tests {
                 "{peers}: {seen:?}"
             );
         }
+    }
+
+    /// The leader's part of the tokenising shrinks with its other work: with one replica and
+    /// even shards, a half, a quarter, an eighth; every shard is dealt once; a leader alone
+    /// takes them all; two replicas leave a leader with `Little` to do nothing.
+    #[test]
+    fn the_leaders_part_of_the_tokenising_follows_its_other_work() {
+        let costs = [100u64; LOGICAL_SHARDS];
+        let share = |peers, lead| {
+            let hands = term_deal(&costs, peers, lead);
+            let mut all: Vec<usize> = hands.concat();
+            all.sort_unstable();
+            assert_eq!(all, (0..LOGICAL_SHARDS).collect::<Vec<_>>(), "{lead:?}");
+            hands[0].len()
+        };
+        assert_eq!(share(2, LeadTerms::Share), LOGICAL_SHARDS / 2);
+        assert_eq!(share(2, LeadTerms::Less), LOGICAL_SHARDS / 4);
+        assert_eq!(share(2, LeadTerms::Little), LOGICAL_SHARDS / 8);
+        for lead in [LeadTerms::Share, LeadTerms::Less, LeadTerms::Little] {
+            assert_eq!(share(1, lead), LOGICAL_SHARDS);
+        }
+        assert_eq!(share(3, LeadTerms::Little), 0);
     }
 
     /// A terms round takes every worker's shards; a replica at another timestep, with

@@ -15,10 +15,10 @@ use novad_models::{Engine, StepOutput};
 use super::net::Gather;
 use super::protocol::{
     coding_shards, decode, encode, finds, finish_found, gather_outputs, gather_terms, memory_share,
-    search_round, term_shards, vocab_mark, Lead, RemoteJudge, ReplicaSide, Reply,
+    search_round, term_shards, vocab_mark, Lead, LeadTerms, RemoteJudge, ReplicaSide, Reply,
 };
 use super::ClusterError;
-use crate::ingest::Replicas;
+use crate::ingest::{Batch, Before, Replicas};
 
 /// The leader: steps the daemon's engine with the replicas, keeps them on the committed model.
 pub struct Leader {
@@ -30,6 +30,25 @@ pub struct Leader {
     pub stop_reason: Option<String>,
     /// When the last step ended (the time between steps is the daemon's: files, records).
     last_end: Option<Instant>,
+    /// The step sent to the replicas ahead of its turn, at the end of the step before
+    /// ([`crate::ingest::ahead`]), until the daemon steps it or it is abandoned.
+    ahead: Option<Ahead>,
+}
+
+/// A step sent out ahead of its turn: the timestep of the model it steps, and its batch.
+struct Ahead {
+    timestep: u64,
+    batch: Batch,
+}
+
+impl Ahead {
+    /// Whether it is the step of `engine` on `texts` and `times`.
+    fn is(&self, engine: &Engine, texts: &[&str], times: &[i64]) -> bool {
+        self.timestep == engine.timestep()
+            && self.batch.times == times
+            && self.batch.texts.len() == texts.len()
+            && self.batch.texts.iter().zip(texts).all(|(a, b)| a == b)
+    }
 }
 
 impl Leader {
@@ -39,6 +58,7 @@ impl Leader {
             in_sync: false,
             stop_reason: None,
             last_end: None,
+            ahead: None,
         }
     }
 
@@ -47,9 +67,18 @@ impl Leader {
         self.gather.borrow().bytes_sent
     }
 
+    /// End the step sent ahead, if any, on every replica (they drop it): before any command
+    /// but that step.
+    fn abandon_ahead(&mut self) {
+        if self.ahead.take().is_some() {
+            self.gather.borrow_mut().round(encode(&Lead::Abort));
+        }
+    }
+
     /// Load `engine`'s model and memory into every replica, and let the leader's memory
     /// index its share only.
     fn load(&mut self, engine: &mut Engine) -> Result<(), EngineError> {
+        self.abandon_ahead();
         let m = engine.as_l1().ok_or_else(|| {
             EngineError::Inconsistent(format!(
                 "the {} model runs on one node only: it cannot share its steps among processes",
@@ -72,41 +101,59 @@ impl Leader {
         engine: &mut Engine,
         texts: &[&str],
         times: &[i64],
-        before: &mut Option<&mut dyn FnMut(&Engine)>,
+        before: &mut Option<Before<'_>>,
     ) -> Result<(Engine, StepOutput), EngineError> {
         let between_seconds = self.last_end.map_or(0.0, |t| t.elapsed().as_secs_f64());
         if !self.in_sync {
             self.load(engine)?;
         }
         self.in_sync = false;
-        // with the last timestep to write, the leader leaves the tokenising to the replicas
-        let lead_terms = before.is_none();
-        // the batch goes out while the leader tokenises its shards; the terms round finishes it
-        let docs = metered(&self.gather, || {
-            self.gather.borrow_mut().begin(encode(&Lead::Step {
-                timestep: engine.timestep(),
-                docs: texts.iter().map(|t| t.to_string()).collect(),
-                times: times.to_vec(),
-                judged: engine.hybrid().is_some(),
-                lead_terms,
-            }))
-        });
-        let (docs_seconds, docs_bytes) = (docs.seconds, docs.bytes);
+        let sent_ahead = self
+            .ahead
+            .as_ref()
+            .is_some_and(|a| a.is(engine, texts, times));
+        let (lead_terms, docs_seconds, docs_bytes) = if sent_ahead {
+            self.ahead = None;
+            (LeadTerms::Little, 0.0, 0)
+        } else {
+            self.abandon_ahead();
+            // with the last timestep to write, the leader leaves most tokenising to the replicas
+            let lead_terms = match before {
+                Some(_) => LeadTerms::Less,
+                None => LeadTerms::Share,
+            };
+            // the batch goes out while the leader tokenises its shards; the terms round
+            // finishes it
+            let docs = metered(&self.gather, || {
+                self.gather.borrow_mut().begin(encode(&Lead::Step {
+                    timestep: engine.timestep(),
+                    docs: texts.iter().map(|t| t.to_string()).collect(),
+                    times: times.to_vec(),
+                    judged: engine.hybrid().is_some(),
+                    lead_terms,
+                }))
+            });
+            (lead_terms, docs.seconds, docs.bytes)
+        };
         // the replicas tokenise meanwhile
         let t_before = Instant::now();
-        if let Some(f) = before.take() {
-            f(engine);
-        }
+        let next = before.take().and_then(|f| f(engine));
         let before_seconds = t_before.elapsed().as_secs_f64();
         let mut side = LeaderSide {
             gather: Rc::clone(&self.gather),
             timestep: engine.timestep(),
+            judged: engine.hybrid().is_some(),
             lead_terms,
+            next,
+            ahead: None,
             figures: Figures::default(),
         };
         let r = engine.step_at_moving_replicated(texts, times, &mut side);
         if r.is_err() {
+            // ends this step, and the next one if it went out, on every replica
             self.gather.borrow_mut().round(encode(&Lead::Abort));
+        } else {
+            self.ahead = side.ahead;
         }
         let f = side.figures;
         self.last_end = Some(Instant::now());
@@ -114,6 +161,7 @@ impl Leader {
             timestep = engine.timestep(),
             workers = self.gather.borrow().peers(),
             between_seconds = format!("{between_seconds:.4}"),
+            sent_ahead,
             docs_seconds = format!("{docs_seconds:.4}"),
             docs_bytes,
             before_seconds = format!("{before_seconds:.4}"),
@@ -145,7 +193,7 @@ impl Replicas for Rc<RefCell<Leader>> {
         engine: &mut Engine,
         texts: &[&str],
         times: &[i64],
-        before: Option<&mut dyn FnMut(&Engine)>,
+        before: Option<Before<'_>>,
     ) -> Result<(Engine, StepOutput), EngineError> {
         self.borrow_mut().step(engine, texts, times, before)
     }
@@ -162,7 +210,7 @@ impl Replicas for Leader {
         engine: &mut Engine,
         texts: &[&str],
         times: &[i64],
-        before: Option<&mut dyn FnMut(&Engine)>,
+        before: Option<Before<'_>>,
     ) -> Result<(Engine, StepOutput), EngineError> {
         let mut before = before;
         let r = match self.try_step(engine, texts, times, &mut before) {
@@ -172,7 +220,8 @@ impl Replicas for Leader {
             }
             r => r,
         };
-        // a step that failed before the batch went out: the engine is as it was
+        // a step that failed before the batch went out: the engine is as it was (the next
+        // file read meanwhile is not sent ahead)
         if let Some(f) = before {
             f(engine);
         }
@@ -186,6 +235,7 @@ impl Replicas for Leader {
 
 impl Drop for Leader {
     fn drop(&mut self) {
+        self.abandon_ahead();
         let why = self.stop_reason.take();
         self.gather.borrow_mut().round(encode(&Lead::Stop(why)));
     }
@@ -231,8 +281,14 @@ struct LeaderSide {
     gather: Rc<RefCell<Gather>>,
     /// The timestep of the model being stepped.
     timestep: u64,
-    /// The leader tokenises its share of the step's documents ([`term_shards`]).
-    lead_terms: bool,
+    /// The leader has the hybrid detector (the steps have search and judgement rounds).
+    judged: bool,
+    /// How much of the step's tokenising the leader does ([`term_shards`]).
+    lead_terms: LeadTerms,
+    /// The next batch, read meanwhile: sent out with the update, as the next step.
+    next: Option<Batch>,
+    /// That step, once sent.
+    ahead: Option<Ahead>,
     figures: Figures,
 }
 
@@ -356,6 +412,22 @@ impl Replication for LeaderSide {
         self.gather
             .borrow_mut()
             .begin(encode(&Lead::Updated(Box::new(u))));
+        // the replicas start on the next batch while the leader finishes this step
+        if let Some(batch) = self.next.take() {
+            let timestep = self.timestep + 1;
+            let step = Lead::Step {
+                timestep,
+                docs: batch.texts,
+                times: batch.times,
+                judged: self.judged,
+                lead_terms: LeadTerms::Little,
+            };
+            self.gather.borrow_mut().begin(encode(&step));
+            if let Lead::Step { docs, times, .. } = step {
+                let batch = Batch { texts: docs, times };
+                self.ahead = Some(Ahead { timestep, batch });
+            }
+        }
         Ok(None)
     }
 

@@ -99,6 +99,8 @@ struct Seen {
 pub struct Scan {
     /// The oldest complete file (mtime, then name), if any.
     pub ready: Option<PathBuf>,
+    /// The complete file after it, if any (the one taken next when `ready` is done).
+    pub next: Option<PathBuf>,
     /// Files still settling (scan again soon).
     pub pending: bool,
 }
@@ -316,8 +318,10 @@ impl Inbox {
         self.unreadable.retain(|p, _| present.contains(p));
         self.held.retain(|p, _| present.contains(p));
         ready.sort();
+        let mut ready = ready.into_iter().map(|r| r.1);
         Ok(Scan {
-            ready: ready.into_iter().next().map(|r| r.1),
+            ready: ready.next(),
+            next: ready.next(),
             pending,
         })
     }

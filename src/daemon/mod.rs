@@ -26,7 +26,7 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use thiserror::Error;
 
-use crate::ingest::{Begin, FileCheck, FileJob, IngestError, Ingestor, Limits, Outcome};
+use crate::ingest::{Begin, FileCheck, FileJob, IngestError, Ingestor, Limits, Outcome, Upcoming};
 use crate::store::StoreError;
 pub use inbox::{ignored, move_into, name_of, shown, Inbox, PROCESSED, REJECTED};
 use novad_models::ModelParams;
@@ -221,6 +221,11 @@ fn run_with(
             inbox.forget(&path);
             let started = start_file(&mut ing, &mut inbox, &path, cfg.limits);
             active = survive_store_error(started, cfg, &term)?.flatten();
+            // a cluster's leader reads the file after it during its last timestep
+            ing.read_ahead(scan.next.map(|path| Upcoming {
+                path,
+                limits: cfg.limits,
+            }));
             later.drain(&mut ing, &mut inbox);
             continue;
         }

@@ -78,6 +78,41 @@ pub enum FileCheck {
 }
 
 impl FileJob {
+    /// A job at byte 0 of `file`, opened at `path` (named `name`), whose metadata is `md`.
+    pub(super) fn fresh(
+        path: PathBuf,
+        name: String,
+        file: File,
+        format: Format,
+        md: &std::fs::Metadata,
+    ) -> FileJob {
+        FileJob {
+            path,
+            name,
+            file,
+            format,
+            id: (md.dev(), md.ino()),
+            len: md.len(),
+            mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            pos: 0,
+            line: 1,
+            prefix: blake3::Hasher::new(),
+            key: None,
+            writing: false,
+            first: None,
+        }
+    }
+
+    /// (device, inode) of the file.
+    pub(super) fn id(&self) -> (u64, u64) {
+        self.id
+    }
+
+    /// Its mtime when it was opened.
+    pub(super) fn mtime(&self) -> SystemTime {
+        self.mtime
+    }
+
     /// Everything up to the length at opening is consumed.
     pub fn done(&self) -> bool {
         self.pos >= self.len
@@ -204,7 +239,7 @@ fn complete_len(file: &File, len: u64) -> std::io::Result<u64> {
 }
 
 /// Open for reading without blocking (a FIFO swapped in after the scan must not hang us).
-fn open_nonblocking(path: &Path) -> std::io::Result<File> {
+pub(super) fn open_nonblocking(path: &Path) -> std::io::Result<File> {
     std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -259,7 +294,7 @@ struct Parsed {
 }
 
 /// What a validation pass over `[start, len)` found.
-struct Validated {
+pub(super) struct Validated {
     /// blake3 of the whole file (prefix state continued over the rest).
     whole: [u8; 32],
     docs: u64,
@@ -273,6 +308,16 @@ struct Validated {
 }
 
 impl Validated {
+    /// The texts and times of the documents of the range parsed on the way, when the whole
+    /// pass validated and that range has documents.
+    pub(super) fn first_batch(&self) -> Option<super::Batch> {
+        let first = self.first.as_ref().filter(|_| self.error.is_none())?;
+        (!first.docs.is_empty()).then(|| super::Batch {
+            texts: first.docs.iter().map(|d| d.text.clone()).collect(),
+            times: first.docs.iter().map(|d| d.time).collect(),
+        })
+    }
+
     /// Warn of the duplicate document ids of the file `name`.
     fn report_dups(&self, name: &str) {
         let shown = crate::daemon::shown(name);
@@ -294,7 +339,7 @@ impl Validated {
 /// Validate `[start, len)`: every line parses; count duplicate ids (a warning: both documents
 /// are kept); parse the range from `start` by `limits` on the way. Memory: that range's
 /// documents, one line, and 16 bytes per document.
-fn validate(job: &FileJob, now_ms: i64, limits: Limits) -> std::io::Result<Validated> {
+pub(super) fn validate(job: &FileJob, now_ms: i64, limits: Limits) -> std::io::Result<Validated> {
     let mut f = &job.file;
     f.seek(SeekFrom::Start(job.pos))?;
     let mut whole = job.prefix.clone();
@@ -520,7 +565,17 @@ impl Ingestor {
             Resume::At { timestep } => Some(timestep),
             Resume::Done { timestep } => return Ok(Begin::AlreadyCommitted { timestep, job }),
         };
-        let mut v = validate(&job, now_ms, limits).map_err(read_err)?;
+        let prepared = match self.prepared.take() {
+            Some(p) if p.path() == path => p.of(&job, limits),
+            other => {
+                self.prepared = other;
+                None
+            }
+        };
+        let mut v = match prepared {
+            Some(v) => v,
+            None => validate(&job, now_ms, limits).map_err(read_err)?,
+        };
         v.report_dups(&job.name);
         job.first = v.first.take();
         if committed_to.is_none() && v.error.is_none() && !job.writing {
@@ -628,6 +683,7 @@ impl Ingestor {
                     file: Some(job.id),
                 },
                 progress: true,
+                last: end >= job.len,
             };
             let o = self.commit_docs(&src, &docs, now_ms, t0)?;
             if !matches!(o, Outcome::Committed { .. } | Outcome::Deferred { .. }) {

@@ -8,6 +8,7 @@
 //! that end; a file that grew after its last commit gets its new tail as the next timestep.
 //! See [`file`] for the checks made before every commit.
 
+mod ahead;
 pub mod file;
 mod later;
 
@@ -24,6 +25,7 @@ use novad_models::memory::HybridVerdict;
 use novad_models::{Engine, ModelParams};
 use novad_models::{EngineError, StepOutput, StepStats};
 
+pub use ahead::Upcoming;
 pub use file::{Begin, FileCheck, FileJob};
 pub use later::Settled;
 
@@ -115,6 +117,10 @@ pub struct Ingestor {
     /// The timesteps stepped and not yet durable, and those settled since the caller last
     /// took them.
     later: later::Later,
+    /// The file the caller takes after the current one ([`Self::read_ahead`]), and its
+    /// validation once made ahead of its turn.
+    upcoming: Option<Upcoming>,
+    prepared: Option<ahead::Prepared>,
 }
 
 /// Replicas of the engine's model elsewhere that share its steps (see [`crate::cluster`]).
@@ -123,17 +129,29 @@ pub trait Replicas {
     /// the work with the replicas.
     /// `before`, when given, is called once with the engine as it is before the step (the
     /// last timestep's state), right after the batch has gone out to the replicas and before
-    /// the step: the leader's work on the last timestep (its records, its commit) then
-    /// overlaps the replicas' start on this one.
+    /// the step: the leader's work on the last timestep (its records, its commit) and its
+    /// reading of the next file then overlap the replicas' start on this one. It returns the
+    /// next file's first batch when it read it ([`ahead`]): the replicas may be sent it at
+    /// the end of this step, and the next call steps on it when it is given the same batch.
     fn step(
         &mut self,
         engine: &mut Engine,
         texts: &[&str],
         times: &[i64],
-        before: Option<&mut dyn FnMut(&Engine)>,
+        before: Option<Before<'_>>,
     ) -> Result<(Engine, StepOutput), EngineError>;
     /// The engine the last step returned is now the committed state.
     fn committed(&mut self);
+}
+
+/// The leader's work beside a shared step (see [`Replicas::step`]).
+pub type Before<'a> = &'a mut dyn FnMut(&Engine) -> Option<Batch>;
+
+/// The documents of a batch as a step takes them: texts and times (Unix ms), in file order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    pub texts: Vec<String>,
+    pub times: Vec<i64>,
 }
 
 /// Where the documents of a commit come from.
@@ -144,6 +162,8 @@ struct Source<'a> {
     range: FileRange,
     /// Record the file's progress under its name.
     progress: bool,
+    /// The range is the file's last (the next file may be read meanwhile).
+    last: bool,
 }
 
 impl Ingestor {
@@ -158,6 +178,8 @@ impl Ingestor {
             replicas: None,
             defer: false,
             later: later::Later::default(),
+            upcoming: None,
+            prepared: None,
         })
     }
 
@@ -239,8 +261,17 @@ impl Ingestor {
                 file: None,
             },
             progress: false,
+            last: false,
         };
         self.commit_docs(&src, &docs, now_ms, t0)
+    }
+
+    /// The file the caller takes once the current one is done, if any. A cluster's leader
+    /// reads it ahead during the current file's last timestep and sends its first range to
+    /// the replicas at the end of that step ([`ahead`]); [`Self::begin`] of that file takes
+    /// the validation made then.
+    pub fn read_ahead(&mut self, up: Option<Upcoming>) {
+        self.upcoming = up.filter(|_| self.replicas.is_some());
     }
 
     /// Step the model on `docs` and commit the timestep with its records; flush. With
@@ -267,13 +298,25 @@ impl Ingestor {
         // the memory is updated in place: `self.engine` is spent until replaced below
         let (stepped, failed) = match &mut self.replicas {
             Some(r) => {
-                // the timestep before this one is written while the replicas start on this one
+                // the timestep before this one is written, and the next file read, while the
+                // replicas start on this one
                 let waiting = self.later.has_stepped();
+                let upcoming = if src.last { self.upcoming.take() } else { None };
                 let (store, later) = (&mut self.store, &mut self.later);
+                let prepared = &mut self.prepared;
                 let mut failed = None;
-                let mut hand_over = |e: &Engine| failed = later.hand_over(store, e).err();
-                let before: Option<&mut dyn FnMut(&Engine)> = match waiting {
-                    true => Some(&mut hand_over),
+                let mut meanwhile = |e: &Engine| {
+                    if waiting {
+                        failed = later.hand_over(store, e).err();
+                    }
+                    let now_ms = chrono::Utc::now().timestamp_millis();
+                    let p = ahead::prepare(upcoming.as_ref()?, now_ms)?;
+                    let batch = p.batch();
+                    *prepared = Some(p);
+                    batch
+                };
+                let before: Option<Before> = match waiting || upcoming.is_some() {
+                    true => Some(&mut meanwhile),
                     false => None,
                 };
                 (r.step(&mut self.engine, &texts, &times, before), failed)

@@ -1,0 +1,195 @@
+//! The next batch file, read ahead of its turn.
+//!
+//! A cluster's leader reads and validates the file the daemon takes next while the replicas
+//! start on the current file's last timestep (in the `before` slot of
+//! [`super::Replicas::step`]), and sends its first range out at the end of that step, so that
+//! the replicas tokenise it while the leader finishes the step and writes it; otherwise the
+//! replicas would wait, between two timesteps, for the leader to read the file. Nothing is
+//! committed or moved here, and the result is only used for the very file it was made of:
+//! [`Ingestor::begin`](super::Ingestor::begin) takes it when the file at that path is the same
+//! inode with the same length and mtime, and validates the file itself otherwise. The range
+//! parsed on the way is read and hashed again before its commit, as every range is
+//! ([`super::file`]). A batch sent out ahead that is not the one stepped next (the file was
+//! changed, is a duplicate, …) is abandoned by the leader before anything else
+//! ([`crate::cluster`]).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use super::file::{open_for_writing, open_nonblocking, special_kind, validate, FileJob, Validated};
+use super::{Batch, Limits};
+use crate::batch::require_format;
+
+/// The file the daemon takes next, and the limits its timesteps are cut by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Upcoming {
+    pub path: PathBuf,
+    pub limits: Limits,
+}
+
+/// A file validated ahead of its turn, and what it was then.
+pub(super) struct Prepared {
+    path: PathBuf,
+    /// (device, inode), length and mtime when it was validated.
+    id: (u64, u64),
+    len: u64,
+    mtime: SystemTime,
+    limits: Limits,
+    validated: Validated,
+}
+
+/// Validate the regular batch file at `path` from its start, as [`super::Ingestor::begin`]
+/// would for a file never committed. `None` when it is not such a file now, is open for
+/// writing (its length is not settled), or cannot be read: the daemon then finds out at its
+/// turn.
+pub(super) fn prepare(up: &Upcoming, now_ms: i64) -> Option<Prepared> {
+    let name = up.path.file_name()?.to_string_lossy().into_owned();
+    let format = require_format(&name).ok()?;
+    let file = open_nonblocking(&up.path).ok()?;
+    let md = file.metadata().ok()?;
+    if special_kind(md.file_type()).is_some() || open_for_writing(&file) != Some(false) {
+        return None;
+    }
+    let job = FileJob::fresh(up.path.clone(), name, file, format, &md);
+    let validated = validate(&job, now_ms, up.limits).ok()?;
+    Some(Prepared {
+        path: up.path.clone(),
+        id: (md.dev(), md.ino()),
+        len: md.len(),
+        mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        limits: up.limits,
+        validated,
+    })
+}
+
+impl Prepared {
+    /// The path it validated.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The documents of its first range (texts and times, in file order), when the whole
+    /// file validated and that range has documents: the batch its first timestep steps on,
+    /// unless the file turns out to be committed before or changes.
+    pub(super) fn batch(&self) -> Option<Batch> {
+        self.validated.first_batch()
+    }
+
+    /// Its validation, when it was made of `job`'s file as it is now (same path, inode,
+    /// length and mtime), from the start, by `limits`.
+    pub(super) fn of(self, job: &FileJob, limits: Limits) -> Option<Validated> {
+        let same = self.path == job.path
+            && self.id == job.id()
+            && self.len == job.len()
+            && self.mtime == job.mtime()
+            && self.limits == limits
+            && job.pos() == 0
+            && !job.writing();
+        same.then_some(self.validated)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::{Begin, Ingestor, Outcome};
+    use novad_models::{ModelParams, Params};
+    use std::os::unix::fs::FileExt;
+
+    fn setup() -> (tempfile::TempDir, tempfile::TempDir, Ingestor) {
+        let (store, inbox) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let params = ModelParams::L1(Params::default().with_k(4));
+        let ing = Ingestor::open(store.path(), Some(&params)).unwrap();
+        (store, inbox, ing)
+    }
+
+    fn lines(n: usize, word: &str) -> String {
+        (0..n)
+            .map(|i| format!("{word} w{} x{}\n", i % 3, i % 5))
+            .collect()
+    }
+
+    fn upcoming(path: &Path) -> Upcoming {
+        Upcoming {
+            path: path.to_path_buf(),
+            limits: Limits::default(),
+        }
+    }
+
+    /// A file validated ahead and left as it was is taken as validated: a rewrite in place
+    /// that keeps its length and mtime goes unseen by the validation, and is caught by the
+    /// check of the range's bytes before the commit, so nothing is committed.
+    #[test]
+    fn a_prepared_file_is_taken_as_validated_and_still_checked_before_its_commit() {
+        let (_s, inbox, mut ing) = setup();
+        let path = inbox.path().join("a.txt");
+        std::fs::write(&path, lines(12, "alpha")).unwrap();
+        // validated ahead, before the file changes
+        let done = prepare(&upcoming(&path), 5);
+        assert!(done.as_ref().and_then(Prepared::batch).is_some());
+        ing.prepared = done;
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        // a NUL byte: the file no longer validates
+        f.write_all_at(b"\0", 3).unwrap();
+        f.set_modified(mtime).unwrap();
+        drop(f);
+        let limits = Limits::default();
+        let Begin::Job(mut job) = ing.begin(&path, 5, limits).unwrap() else {
+            panic!("the prepared validation was not taken")
+        };
+        match ing.next_timestep(&mut job, limits, 5).unwrap() {
+            Outcome::Changed(why) => assert!(why.contains("bytes changed"), "{why}"),
+            o => panic!("committed bytes that changed: {o:?}"),
+        }
+        assert_eq!(ing.engine.timestep(), 0);
+    }
+
+    /// A file replaced, grown or touched since it was validated ahead is validated again.
+    #[test]
+    fn a_file_changed_since_it_was_prepared_is_validated_again() {
+        let (_s, inbox, mut ing) = setup();
+        let limits = Limits::default();
+        let path = inbox.path().join("a.txt");
+        // replaced by another file (another inode) that does not validate
+        std::fs::write(&path, lines(12, "alpha")).unwrap();
+        ing.prepared = prepare(&upcoming(&path), 5);
+        let tmp = inbox.path().join(".b");
+        std::fs::write(&tmp, "alpha \0 beta\n").unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+        assert!(matches!(
+            ing.begin(&path, 5, limits).unwrap(),
+            Begin::Rejected(_)
+        ));
+        // grown: the new lines are part of the job's first range
+        std::fs::write(&path, lines(12, "alpha")).unwrap();
+        ing.prepared = prepare(&upcoming(&path), 5);
+        let more = lines(3, "gamma");
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all_at(more.as_bytes(), 0).unwrap();
+        drop(f);
+        let Begin::Job(mut job) = ing.begin(&path, 5, limits).unwrap() else {
+            panic!("a valid grown file is a job")
+        };
+        assert_eq!(job.len(), std::fs::metadata(&path).unwrap().len());
+        match ing.next_timestep(&mut job, limits, 5).unwrap() {
+            Outcome::Committed { end, .. } => assert_eq!(end, job.len()),
+            o => panic!("{o:?}"),
+        }
+        // a preparation of another file is kept for that file
+        let other = inbox.path().join("c.txt");
+        std::fs::write(&other, lines(4, "delta")).unwrap();
+        ing.prepared = prepare(&upcoming(&other), 5);
+        let third = inbox.path().join("d.txt");
+        std::fs::write(&third, lines(4, "omega")).unwrap();
+        assert!(matches!(
+            ing.begin(&third, 5, limits).unwrap(),
+            Begin::Job(_)
+        ));
+        assert!(ing.prepared.as_ref().is_some_and(|p| p.path() == other));
+    }
+}
