@@ -112,6 +112,40 @@ pub fn cdf(h: &ScoreHistory, score: f64) -> Option<f64> {
     Some(q.clamp(0.0, 1.0))
 }
 
+/// The quantiles of scores under one history, [`cdf`]'s values bit for bit, with the weight
+/// below each bin summed once (in bin order, as [`cdf`] sums it): O(bins) to make, O(1) per
+/// score. A batch's scores are taken under the same histories.
+pub struct Quantiles<'a> {
+    h: &'a ScoreHistory,
+    /// `below[b]`: the weights of bins `0..b`.
+    below: Vec<f64>,
+}
+
+impl<'a> Quantiles<'a> {
+    pub fn new(h: &'a ScoreHistory) -> Quantiles<'a> {
+        let mut below = Vec::with_capacity(h.weights.len() + 1);
+        let mut acc: f64 = std::iter::empty::<f64>().sum();
+        below.push(acc);
+        for w in &h.weights {
+            acc += w;
+            below.push(acc);
+        }
+        Quantiles { h, below }
+    }
+
+    /// [`cdf`] of `score` under the history.
+    pub fn of(&self, score: f64) -> Option<f64> {
+        let h = self.h;
+        if !(h.total.is_finite() && h.total > 0.0) {
+            return None;
+        }
+        let x = score.clamp(0.0, 1.0) * BINS as f64;
+        let b = (x as usize).min(BINS - 1);
+        let q = (self.below[b] + (x - b as f64).clamp(0.0, 1.0) * h.weights[b]) / h.total;
+        Some(q.clamp(0.0, 1.0))
+    }
+}
+
 /// One document of a batch, as the hybrid needs it.
 #[derive(Debug, Clone, Copy)]
 pub struct HybridDoc<'a> {
@@ -198,9 +232,9 @@ impl Hybrid {
         [&self.model_history, &self.nn_history, &self.fused_history]
     }
 
-    fn fuse_with(&self, h: [&ScoreHistory; 2], model: f64, nn: f64) -> (f64, f64, f64) {
-        let qm = cdf(h[0], model).unwrap_or(model.clamp(0.0, 1.0));
-        let qn = cdf(h[1], nn).unwrap_or(nn.clamp(0.0, 1.0));
+    fn fuse_with(&self, q: &[Quantiles; 2], model: f64, nn: f64) -> (f64, f64, f64) {
+        let qm = q[0].of(model).unwrap_or(model.clamp(0.0, 1.0));
+        let qn = q[1].of(nn).unwrap_or(nn.clamp(0.0, 1.0));
         (
             self.params.fusion.fuse(qm, qn, self.params.nn_weight),
             qm,
@@ -236,7 +270,10 @@ impl Hybrid {
                 docs.len()
             )));
         }
-        let h = [&self.model_history, &self.nn_history];
+        let q = [
+            Quantiles::new(&self.model_history),
+            Quantiles::new(&self.nn_history),
+        ];
         Ok(docs
             .iter()
             .zip(near)
@@ -254,7 +291,7 @@ impl Hybrid {
                     };
                 }
                 let nn = 1.0 - nb.map_or(0.0, |n| n.cosine());
-                let (score, qm, qn) = self.fuse_with(h, d.model_score, nn);
+                let (score, qm, qn) = self.fuse_with(&q, d.model_score, nn);
                 HybridVerdict {
                     score,
                     novel: false,
@@ -322,9 +359,10 @@ impl Hybrid {
         if !kept.is_empty() {
             mh.update(&kept.iter().map(|v| v.model_score).collect::<Vec<_>>(), hl);
             nh.update(&kept.iter().map(|v| v.nn_score).collect::<Vec<_>>(), hl);
+            let q = [Quantiles::new(&mh), Quantiles::new(&nh)];
             let fused: Vec<f64> = kept
                 .iter()
-                .map(|v| self.fuse_with([&mh, &nh], v.model_score, v.nn_score).0)
+                .map(|v| self.fuse_with(&q, v.model_score, v.nn_score).0)
                 .collect();
             fh.update(&fused, hl);
         }
@@ -364,6 +402,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::memory::testing::next;
 
     fn tv(pairs: &[(u64, f64)]) -> TermVector {
         TermVector::from_pairs(pairs.to_vec())
@@ -445,6 +484,32 @@ mod tests {
         assert!(Fusion::Fisher.fuse(0.9, 0.9, 0.5) > 0.9);
         // the weight moves the mean toward the NN quantile
         assert!((Fusion::Mean.fuse(0.2, 0.8, 0.75) - 0.65).abs() < 1e-12);
+    }
+
+    /// The quantiles worked out once per history are [`cdf`]'s, bit for bit, on histories of
+    /// uneven weights (zeros, tiny and large ones) and on scores inside, between, at the edges
+    /// of and outside the bins.
+    #[test]
+    fn quantiles_are_the_cdf_bit_for_bit() {
+        let mut st = 11u64;
+        for round in 0..20 {
+            let mut h = ScoreHistory::default();
+            let scores: Vec<f64> = (0..200 + 50 * round)
+                .map(|_| (next(&mut st) % 10_000) as f64 / 9_000.0 - 0.05)
+                .collect();
+            h.update(&scores, if round % 2 == 0 { 0.0 } else { 7.0 });
+            h.weights[(next(&mut st) % BINS as u64) as usize] += 1e-300;
+            let q = Quantiles::new(&h);
+            let edges = [-1.0, 0.0, 5e-4, 0.5, 1.0 - 1e-12, 1.0, 3.0];
+            let probes = (0..500)
+                .map(|_| (next(&mut st) % 1_000_003) as f64 / 1_000_000.0)
+                .chain(edges);
+            for s in probes {
+                let (a, b) = (q.of(s).unwrap(), cdf(&h, s).unwrap());
+                assert_eq!(a.to_bits(), b.to_bits(), "score {s}: {a} vs {b}");
+            }
+        }
+        assert_eq!(Quantiles::new(&ScoreHistory::default()).of(0.3), None);
     }
 
     #[test]
