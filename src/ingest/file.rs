@@ -538,21 +538,7 @@ impl Ingestor {
                 "{kind} is not a batch file; drop regular .jsonl or .txt files into the inbox"
             )));
         }
-        let mut job = FileJob {
-            path: path.to_path_buf(),
-            name,
-            file,
-            format,
-            id: (md.dev(), md.ino()),
-            len: md.len(),
-            mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            pos: 0,
-            line: 1,
-            prefix: blake3::Hasher::new(),
-            key: None,
-            writing: false,
-            first: None,
-        };
+        let mut job = FileJob::fresh(path.to_path_buf(), name, file, format, &md);
         if open_for_writing(&job.file) == Some(true) {
             // still being written: its last line may be incomplete
             job.writing = true;
