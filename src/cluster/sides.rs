@@ -403,7 +403,8 @@ impl Replication for LeaderSide {
         self.gather.borrow().peers() > 1
     }
 
-    /// Sent without waiting: the replicas take it while the leader goes on.
+    /// Sent without waiting: the replicas take it while the leader goes on. The next batch,
+    /// when the leader read it meanwhile, follows at once as the next step ([`Ahead`]).
     fn updated(&mut self, mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
         let u = mine.ok_or_else(|| {
             EngineError::Inconsistent("cluster: the leader computes the update itself".into())

@@ -239,7 +239,7 @@ impl Inbox {
     }
 
     /// List the inbox: reject entries that are not regular files, and return the oldest
-    /// complete file.
+    /// complete file and the complete file after it.
     pub fn scan(&mut self) -> std::io::Result<Scan> {
         let now = SystemTime::now();
         // one instant per scan: files first seen together become ready together, so the

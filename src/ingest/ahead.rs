@@ -7,7 +7,7 @@
 //! replicas would wait, between two timesteps, for the leader to read the file. Nothing is
 //! committed or moved here, and the result is only used for the very file it was made of:
 //! [`Ingestor::begin`](super::Ingestor::begin) takes it when the file at that path is the same
-//! inode with the same length and mtime, and validates the file itself otherwise. The range
+//! inode with the same length, mtime and ctime, and validates the file itself otherwise. The range
 //! parsed on the way is read and hashed again before its commit, as every range is
 //! ([`super::file`]). A batch sent out ahead that is not the one stepped next (the file was
 //! changed, is a duplicate, …) is abandoned by the leader before anything else
@@ -31,10 +31,12 @@ pub struct Upcoming {
 /// A file validated ahead of its turn, and what it was then.
 pub(super) struct Prepared {
     path: PathBuf,
-    /// (device, inode), length and mtime when it was validated.
+    /// (device, inode), length, mtime and ctime (seconds, nanoseconds: no writer can set
+    /// it back) when it was validated.
     id: (u64, u64),
     len: u64,
     mtime: SystemTime,
+    ctime: (i64, i64),
     limits: Limits,
     validated: Validated,
 }
@@ -58,6 +60,7 @@ pub(super) fn prepare(up: &Upcoming, now_ms: i64) -> Option<Prepared> {
         id: (md.dev(), md.ino()),
         len: md.len(),
         mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        ctime: (md.ctime(), md.ctime_nsec()),
         limits: up.limits,
         validated,
     })
@@ -77,12 +80,14 @@ impl Prepared {
     }
 
     /// Its validation, when it was made of `job`'s file as it is now (same path, inode,
-    /// length and mtime), from the start, by `limits`.
+    /// length, mtime and ctime), from the start, by `limits`.
     pub(super) fn of(self, job: &FileJob, limits: Limits) -> Option<Validated> {
+        let ctime = job.metadata().ok().map(|md| (md.ctime(), md.ctime_nsec()));
         let same = self.path == job.path
             && self.id == job.id()
             && self.len == job.len()
             && self.mtime == job.mtime()
+            && ctime == Some(self.ctime)
             && self.limits == limits
             && job.pos() == 0
             && !job.writing();
@@ -117,33 +122,45 @@ mod tests {
         }
     }
 
-    /// A file validated ahead and left as it was is taken as validated: a rewrite in place
-    /// that keeps its length and mtime goes unseen by the validation, and is caught by the
-    /// check of the range's bytes before the commit, so nothing is committed.
+    /// A file validated ahead and left as it is taken as validated (its documents carry the
+    /// read-ahead's time, not the time of its turn); one rewritten in place since, even with
+    /// its length and mtime kept, is validated again (its ctime moved), so nothing of it is
+    /// committed.
     #[test]
-    fn a_prepared_file_is_taken_as_validated_and_still_checked_before_its_commit() {
+    fn a_prepared_file_is_taken_unless_it_was_rewritten_in_place() {
         let (_s, inbox, mut ing) = setup();
+        let limits = Limits::default();
         let path = inbox.path().join("a.txt");
         std::fs::write(&path, lines(12, "alpha")).unwrap();
-        // validated ahead, before the file changes
-        let done = prepare(&upcoming(&path), 5);
-        assert!(done.as_ref().and_then(Prepared::batch).is_some());
-        ing.prepared = done;
+        ing.prepared = prepare(&upcoming(&path), 5);
+        assert!(ing.prepared.as_ref().and_then(Prepared::batch).is_some());
+        let Begin::Job(mut job) = ing.begin(&path, 7, limits).unwrap() else {
+            panic!("a valid file is a job")
+        };
+        match ing.next_timestep(&mut job, limits, 7).unwrap() {
+            Outcome::Committed { .. } => {}
+            o => panic!("{o:?}"),
+        }
+        assert!(
+            ing.store.verdict_at(5, 0, 0).unwrap().is_some(),
+            "not taken"
+        );
+        // rewritten in place, length and mtime kept
+        let path = inbox.path().join("b.txt");
+        std::fs::write(&path, lines(12, "beta")).unwrap();
+        ing.prepared = prepare(&upcoming(&path), 5);
+        std::thread::sleep(std::time::Duration::from_millis(20));
         let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
         let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         // a NUL byte: the file no longer validates
         f.write_all_at(b"\0", 3).unwrap();
         f.set_modified(mtime).unwrap();
         drop(f);
-        let limits = Limits::default();
-        let Begin::Job(mut job) = ing.begin(&path, 5, limits).unwrap() else {
-            panic!("the prepared validation was not taken")
-        };
-        match ing.next_timestep(&mut job, limits, 5).unwrap() {
-            Outcome::Changed(why) => assert!(why.contains("bytes changed"), "{why}"),
-            o => panic!("committed bytes that changed: {o:?}"),
+        match ing.begin(&path, 7, limits).unwrap() {
+            Begin::Rejected(why) => assert!(why.contains("line 1"), "{why}"),
+            _ => panic!("the validation made before the rewrite was taken"),
         }
-        assert_eq!(ing.engine.timestep(), 0);
+        assert_eq!(ing.engine.timestep(), 1);
     }
 
     /// A file replaced, grown or touched since it was validated ahead is validated again.

@@ -108,6 +108,11 @@ impl FileJob {
         self.id
     }
 
+    /// The file's metadata now (from the open file, whatever its path points at now).
+    pub(super) fn metadata(&self) -> std::io::Result<std::fs::Metadata> {
+        self.file.metadata()
+    }
+
     /// Its mtime when it was opened.
     pub(super) fn mtime(&self) -> SystemTime {
         self.mtime
@@ -512,7 +517,8 @@ impl Ingestor {
     /// Open a batch file and decide how to ingest it: resume after its last committed range
     /// (same inode, same bytes up to there), recognise a whole file committed before, or
     /// validate it and start at byte 0. The validation parses the job's next range by
-    /// `limits` on the way. Nothing is committed here.
+    /// `limits` on the way; a validation made ahead of the file's turn ([`super::ahead`]) is
+    /// taken instead when it was made of this file as it is now. Nothing is committed here.
     pub fn begin(
         &mut self,
         path: &Path,

@@ -272,6 +272,15 @@ impl Ingestor {
     /// the validation made then.
     pub fn read_ahead(&mut self, up: Option<Upcoming>) {
         self.upcoming = up.filter(|_| self.replicas.is_some());
+        // a validation made for a file that is not the next one any more is dropped
+        let next = self.upcoming.as_ref().map(|u| u.path.as_path());
+        if self
+            .prepared
+            .as_ref()
+            .is_some_and(|p| Some(p.path()) != next)
+        {
+            self.prepared = None;
+        }
     }
 
     /// Step the model on `docs` and commit the timestep with its records; flush. With
