@@ -122,6 +122,15 @@ mod tests {
         }
     }
 
+    /// Write `n` lines of `word` to `name` in `dir` and validate the file ahead (at time 5)
+    /// for `ing`.
+    fn prepared(ing: &mut Ingestor, dir: &Path, name: &str, n: usize, word: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, lines(n, word)).unwrap();
+        ing.prepared = prepare(&upcoming(&path), 5);
+        path
+    }
+
     /// A file validated ahead and left as it is taken as validated (its documents carry the
     /// read-ahead's time, not the time of its turn); one rewritten in place since, even with
     /// its length and mtime kept, is validated again (its ctime moved), so nothing of it is
@@ -130,9 +139,7 @@ mod tests {
     fn a_prepared_file_is_taken_unless_it_was_rewritten_in_place() {
         let (_s, inbox, mut ing) = setup();
         let limits = Limits::default();
-        let path = inbox.path().join("a.txt");
-        std::fs::write(&path, lines(12, "alpha")).unwrap();
-        ing.prepared = prepare(&upcoming(&path), 5);
+        let path = prepared(&mut ing, inbox.path(), "a.txt", 12, "alpha");
         assert!(ing.prepared.as_ref().and_then(Prepared::batch).is_some());
         let Begin::Job(mut job) = ing.begin(&path, 7, limits).unwrap() else {
             panic!("a valid file is a job")
@@ -146,9 +153,7 @@ mod tests {
             "not taken"
         );
         // rewritten in place, length and mtime kept
-        let path = inbox.path().join("b.txt");
-        std::fs::write(&path, lines(12, "beta")).unwrap();
-        ing.prepared = prepare(&upcoming(&path), 5);
+        let path = prepared(&mut ing, inbox.path(), "b.txt", 12, "beta");
         std::thread::sleep(std::time::Duration::from_millis(20));
         let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
         let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
@@ -168,10 +173,8 @@ mod tests {
     fn a_file_changed_since_it_was_prepared_is_validated_again() {
         let (_s, inbox, mut ing) = setup();
         let limits = Limits::default();
-        let path = inbox.path().join("a.txt");
         // replaced by another file (another inode) that does not validate
-        std::fs::write(&path, lines(12, "alpha")).unwrap();
-        ing.prepared = prepare(&upcoming(&path), 5);
+        let path = prepared(&mut ing, inbox.path(), "a.txt", 12, "alpha");
         let tmp = inbox.path().join(".b");
         std::fs::write(&tmp, "alpha \0 beta\n").unwrap();
         std::fs::rename(&tmp, &path).unwrap();
@@ -180,8 +183,7 @@ mod tests {
             Begin::Rejected(_)
         ));
         // grown: the new lines are part of the job's first range
-        std::fs::write(&path, lines(12, "alpha")).unwrap();
-        ing.prepared = prepare(&upcoming(&path), 5);
+        prepared(&mut ing, inbox.path(), "a.txt", 12, "alpha");
         let more = lines(3, "gamma");
         let f = std::fs::OpenOptions::new()
             .append(true)
@@ -198,9 +200,7 @@ mod tests {
             o => panic!("{o:?}"),
         }
         // a preparation of another file is kept for that file
-        let other = inbox.path().join("c.txt");
-        std::fs::write(&other, lines(4, "delta")).unwrap();
-        ing.prepared = prepare(&upcoming(&other), 5);
+        let other = prepared(&mut ing, inbox.path(), "c.txt", 4, "delta");
         let third = inbox.path().join("d.txt");
         std::fs::write(&third, lines(4, "omega")).unwrap();
         assert!(matches!(
