@@ -17,9 +17,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::file::{open_for_writing, open_nonblocking, special_kind, validate, FileJob, Validated};
+use super::file::{validate, FileJob, Validated};
 use super::{Batch, Limits};
-use crate::batch::require_format;
 
 /// The file the daemon takes next, and the limits its timesteps are cut by.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,20 +45,17 @@ pub(super) struct Prepared {
 /// writing (its length is not settled), or cannot be read: the daemon then finds out at its
 /// turn.
 pub(super) fn prepare(up: &Upcoming, now_ms: i64) -> Option<Prepared> {
-    let name = up.path.file_name()?.to_string_lossy().into_owned();
-    let format = require_format(&name).ok()?;
-    let file = open_nonblocking(&up.path).ok()?;
-    let md = file.metadata().ok()?;
-    if special_kind(md.file_type()).is_some() || open_for_writing(&file) != Some(false) {
+    let job = FileJob::open(&up.path).ok()?.ok()?;
+    if job.writer_open() != Some(false) {
         return None;
     }
-    let job = FileJob::fresh(up.path.clone(), name, file, format, &md);
+    let md = job.metadata().ok()?;
     let validated = validate(&job, now_ms, up.limits).ok()?;
     Some(Prepared {
         path: up.path.clone(),
-        id: (md.dev(), md.ino()),
-        len: md.len(),
-        mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        id: job.id(),
+        len: job.len(),
+        mtime: job.mtime(),
         ctime: (md.ctime(), md.ctime_nsec()),
         limits: up.limits,
         validated,

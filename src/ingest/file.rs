@@ -78,16 +78,26 @@ pub enum FileCheck {
 }
 
 impl FileJob {
-    /// A job at byte 0 of `file`, opened at `path` (named `name`), whose metadata is `md`.
-    pub(super) fn fresh(
-        path: PathBuf,
-        name: String,
-        file: File,
-        format: Format,
-        md: &std::fs::Metadata,
-    ) -> FileJob {
-        FileJob {
-            path,
+    /// A job at byte 0 of the batch file at `path`, opened without blocking; the inner `Err`
+    /// says why it is not a batch file (its name's format, or a special file).
+    pub(super) fn open(path: &Path) -> std::io::Result<Result<FileJob, String>> {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string());
+        let format = match require_format(&name) {
+            Ok(f) => f,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        let file = open_nonblocking(path)?;
+        let md = file.metadata()?;
+        if let Some(kind) = special_kind(md.file_type()) {
+            return Ok(Err(format!(
+                "{kind} is not a batch file; drop regular .jsonl or .txt files into the inbox"
+            )));
+        }
+        Ok(Ok(FileJob {
+            path: path.to_path_buf(),
             name,
             file,
             format,
@@ -100,7 +110,7 @@ impl FileJob {
             key: None,
             writing: false,
             first: None,
-        }
+        }))
     }
 
     /// (device, inode) of the file.
@@ -244,7 +254,7 @@ fn complete_len(file: &File, len: u64) -> std::io::Result<u64> {
 }
 
 /// Open for reading without blocking (a FIFO swapped in after the scan must not hang us).
-pub(super) fn open_nonblocking(path: &Path) -> std::io::Result<File> {
+fn open_nonblocking(path: &Path) -> std::io::Result<File> {
     std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -525,26 +535,14 @@ impl Ingestor {
         now_ms: i64,
         limits: Limits,
     ) -> Result<Begin, IngestError> {
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| path.display().to_string());
         let read_err = |source| IngestError::Read {
             path: path.display().to_string(),
             source,
         };
-        let format = match require_format(&name) {
-            Ok(f) => f,
-            Err(e) => return Ok(Begin::Rejected(e.to_string())),
+        let mut job = match FileJob::open(path).map_err(read_err)? {
+            Ok(job) => job,
+            Err(why) => return Ok(Begin::Rejected(why)),
         };
-        let file = open_nonblocking(path).map_err(read_err)?;
-        let md = file.metadata().map_err(read_err)?;
-        if let Some(kind) = special_kind(md.file_type()) {
-            return Ok(Begin::Rejected(format!(
-                "{kind} is not a batch file; drop regular .jsonl or .txt files into the inbox"
-            )));
-        }
-        let mut job = FileJob::fresh(path.to_path_buf(), name, file, format, &md);
         if open_for_writing(&job.file) == Some(true) {
             // still being written: its last line may be incomplete
             job.writing = true;
