@@ -102,13 +102,17 @@ impl HybridParams {
 /// The quantile of `score` under a history: the weight below it (linear within its bin) over
 /// the total, in [0, 1]; `None` for an empty history.
 pub fn cdf(h: &ScoreHistory, score: f64) -> Option<f64> {
+    quantile(h, score, |b| h.weights[..b].iter().sum())
+}
+
+/// The quantile of `score` under `h`, given `below(b)`, the weight of the bins under bin b.
+fn quantile(h: &ScoreHistory, score: f64, below: impl Fn(usize) -> f64) -> Option<f64> {
     if !(h.total.is_finite() && h.total > 0.0) {
         return None;
     }
     let x = score.clamp(0.0, 1.0) * BINS as f64;
     let b = (x as usize).min(BINS - 1);
-    let below: f64 = h.weights[..b].iter().sum();
-    let q = (below + (x - b as f64).clamp(0.0, 1.0) * h.weights[b]) / h.total;
+    let q = (below(b) + (x - b as f64).clamp(0.0, 1.0) * h.weights[b]) / h.total;
     Some(q.clamp(0.0, 1.0))
 }
 
@@ -135,14 +139,7 @@ impl<'a> Quantiles<'a> {
 
     /// [`cdf`] of `score` under the history.
     pub fn of(&self, score: f64) -> Option<f64> {
-        let h = self.h;
-        if !(h.total.is_finite() && h.total > 0.0) {
-            return None;
-        }
-        let x = score.clamp(0.0, 1.0) * BINS as f64;
-        let b = (x as usize).min(BINS - 1);
-        let q = (self.below[b] + (x - b as f64).clamp(0.0, 1.0) * h.weights[b]) / h.total;
-        Some(q.clamp(0.0, 1.0))
+        quantile(self.h, score, |b| self.below[b])
     }
 }
 
