@@ -344,8 +344,10 @@ impl Vocabulary {
         let low_water = self.max_terms - self.max_terms / 10;
         let to_remove = n.saturating_sub(low_water.max(1));
         let mut order: Vec<u32> = (0..n as u32).collect();
-        // Older terms first (not seen in this batch), then by rarity and staleness.
-        order.sort_unstable_by_key(|&id| {
+        // Older terms first (not seen in this batch), then by rarity and staleness; the key
+        // ends with the id, so the first `to_remove` form one set however they are found: a
+        // selection (O(n)) instead of a sort
+        let key = |&id: &u32| {
             let i = id as usize;
             (
                 self.last_seen[i] == timestep,
@@ -353,7 +355,10 @@ impl Vocabulary {
                 self.last_seen[i],
                 id,
             )
-        });
+        };
+        if to_remove > 0 && to_remove < n {
+            order.select_nth_unstable_by_key(to_remove, key);
+        }
         let mut keep = vec![true; n];
         for &id in order.iter().take(to_remove) {
             keep[id as usize] = false;
@@ -391,6 +396,7 @@ impl Vocabulary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     fn toks(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
@@ -511,6 +517,45 @@ mod tests {
             assert_eq!(v.id(v.term(id)), Some(id));
         }
         assert_eq!(v.index.len(), v.len(), "no evicted term left in the index");
+        assert_keys(&v);
+    }
+
+    /// The selection evicts exactly the terms a full sort by (seen in this batch, df, last
+    /// seen, id) puts first, with many ties in df and last seen for the id to break.
+    #[test]
+    fn eviction_removes_the_terms_a_full_sort_puts_first() {
+        let mut st = 11u64;
+        let mut next = || {
+            st = st
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (st >> 33) as usize
+        };
+        let mut v = Vocabulary::new(1_000);
+        for t in 0..4u64 {
+            let docs: Vec<Vec<String>> = (0..40)
+                .map(|_| (0..6).map(|_| format!("w{}", next() % 500)).collect())
+                .collect();
+            v.observe(&docs, t);
+        }
+        v.max_terms = 120;
+        let (n, before) = (v.len(), v.clone());
+        let to_remove = n - (120 - 12);
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_by_key(|&id| {
+            let i = id as usize;
+            let last = before.last_seen[i];
+            (last == 3, before.df[i], last, id)
+        });
+        let gone: HashSet<u32> = order[..to_remove].iter().copied().collect();
+        let map = v.evict(3);
+        assert_eq!(v.len(), n - to_remove);
+        for (id, &to) in map.iter().enumerate() {
+            assert_eq!(to == EVICTED, gone.contains(&(id as u32)), "term {id}");
+            if to != EVICTED {
+                assert_eq!(v.term(to), before.term(id as u32));
+            }
+        }
         assert_keys(&v);
     }
 
