@@ -4,6 +4,7 @@
 //! fails to persist the new one simply keeps the old.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -63,6 +64,10 @@ pub struct Model {
     last_used: Vec<u64>,
     timestep: u64,
     bootstrapped: bool,
+    /// Â's image ([`image::encode`]) when the step that made this model encoded it (for the
+    /// replicas): [`Self::state_parts`] takes it instead of encoding Â again. Not state.
+    #[serde(skip)]
+    dict_image: Option<Arc<Vec<u8>>>,
 }
 
 impl Model {
@@ -78,6 +83,7 @@ impl Model {
             timestep: 0,
             bootstrapped: false,
             params,
+            dict_image: None,
         })
     }
 
@@ -124,6 +130,7 @@ impl Model {
             last_used: parts.last_used,
             timestep: parts.timestep,
             bootstrapped: parts.bootstrapped,
+            dict_image: None,
         })
     }
 
@@ -201,7 +208,13 @@ impl Model {
         vec![
             (PART_META.to_string(), enc(&meta)),
             (PART_VOCAB.to_string(), enc(&self.vocab)),
-            (PART_DICT.to_string(), image::encode(&self.dict)),
+            (
+                PART_DICT.to_string(),
+                match &self.dict_image {
+                    Some(img) => img.to_vec(),
+                    None => image::encode(&self.dict),
+                },
+            ),
             (PART_DELTA.to_string(), enc(&self.delta)),
             (PART_HISTORY.to_string(), enc(&self.history)),
             (PART_LAST_USED.to_string(), enc(&self.last_used)),
@@ -430,12 +443,15 @@ impl Model {
         if bootstrapped && !is_bootstrap && !receives {
             self.adapt_atoms(&mut dict, &mut last_used, &topics, &mut stats);
         }
+        let mut dict_image = None;
         if shared && !receives {
+            let img = image::encode(&dict);
             rep.updated(Some(Updated {
-                dict: image::encode(&dict),
+                dict: img.clone(),
                 last_used: last_used.clone(),
                 refreshed: stats.atoms_refreshed,
             }))?;
+            dict_image = Some(Arc::new(img));
         }
         stats.atoms = dict.ncols();
         stats.seconds_update = t2.elapsed().as_secs_f64();
@@ -457,6 +473,7 @@ impl Model {
             last_used,
             timestep: self.timestep + 1,
             bootstrapped,
+            dict_image,
         };
         let out = StepOutput {
             verdicts,
