@@ -117,9 +117,9 @@ pub struct Ingestor {
     /// The timesteps stepped and not yet durable, and those settled since the caller last
     /// took them.
     later: later::Later,
-    /// The file the caller takes after the current one ([`Self::read_ahead`]), and its
-    /// validation once made ahead of its turn.
-    upcoming: Option<Upcoming>,
+    /// The file the caller takes after the current one ([`Self::read_ahead`]), being read,
+    /// and its validation once made ahead of its turn.
+    reading: Option<ahead::Reading>,
     prepared: Option<ahead::Prepared>,
 }
 
@@ -178,7 +178,7 @@ impl Ingestor {
             replicas: None,
             defer: false,
             later: later::Later::default(),
-            upcoming: None,
+            reading: None,
             prepared: None,
         })
     }
@@ -267,13 +267,17 @@ impl Ingestor {
     }
 
     /// The file the caller takes once the current one is done, if any. A cluster's leader
-    /// reads it ahead during the current file's last timestep and sends its first range to
-    /// the replicas at the end of that step ([`ahead`]); [`Self::begin`] of that file takes
-    /// the validation made then.
+    /// validates it from now on at idle priority, takes that validation during the current
+    /// file's last timestep and sends its first range to the replicas at the end of that step
+    /// ([`ahead`]); [`Self::begin`] of that file takes the validation made then.
     pub fn read_ahead(&mut self, up: Option<Upcoming>) {
-        self.upcoming = up.filter(|_| self.replicas.is_some());
+        let up = up.filter(|_| self.replicas.is_some());
+        if self.reading.as_ref().map(ahead::Reading::upcoming) != up.as_ref() {
+            // a reading of another file is left to end on its own
+            self.reading = up.map(ahead::Reading::start);
+        }
         // a validation made for a file that is not the next one any more is dropped
-        let next = self.upcoming.as_ref().map(|u| u.path.as_path());
+        let next = self.reading.as_ref().map(|r| r.upcoming().path.as_path());
         if self
             .prepared
             .as_ref()
@@ -310,7 +314,8 @@ impl Ingestor {
                 // the timestep before this one is written, and the next file read, while the
                 // replicas start on this one
                 let waiting = self.later.has_stepped();
-                let upcoming = if src.last { self.upcoming.take() } else { None };
+                let mut reading = if src.last { self.reading.take() } else { None };
+                let reads = reading.is_some();
                 let (store, later) = (&mut self.store, &mut self.later);
                 let prepared = &mut self.prepared;
                 let mut failed = None;
@@ -318,13 +323,12 @@ impl Ingestor {
                     if waiting {
                         failed = later.hand_over(store, e).err();
                     }
-                    let now_ms = chrono::Utc::now().timestamp_millis();
-                    let p = ahead::prepare(upcoming.as_ref()?, now_ms)?;
+                    let p = reading.take()?.finish()?;
                     let batch = p.batch();
                     *prepared = Some(p);
                     batch
                 };
-                let before: Option<Before> = match waiting || upcoming.is_some() {
+                let before: Option<Before> = match waiting || reads {
                     true => Some(&mut meanwhile),
                     false => None,
                 };
@@ -364,7 +368,8 @@ impl Ingestor {
             seconds_step,
         };
         if self.defer {
-            self.engine = model;
+            // the model the step replaced is freed while the process waits
+            crate::idle::drop_later(std::mem::replace(&mut self.engine, model));
             if let Some(r) = &mut self.replicas {
                 r.committed();
             }
