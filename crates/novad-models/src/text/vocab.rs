@@ -398,6 +398,17 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
+    /// A seeded linear congruential generator: 31-bit draws.
+    fn lcg(seed: u64) -> impl FnMut() -> usize {
+        let mut st = seed;
+        move || {
+            st = st
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (st >> 33) as usize
+        }
+    }
+
     fn toks(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
     }
@@ -408,13 +419,7 @@ mod tests {
     /// whichever document resolved it; counts and document frequencies follow.
     #[test]
     fn resolved_documents_observe_as_tokens_read_one_by_one() {
-        let mut st = 7u64;
-        let mut next = || {
-            st = st
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (st >> 33) as usize
-        };
+        let mut next = lcg(7u64);
         let mut v = Vocabulary::new(1000);
         let mut ids: HashMap<String, u32> = HashMap::new();
         let mut df: Vec<u64> = Vec::new();
@@ -524,13 +529,7 @@ mod tests {
     /// seen, id) puts first, with many ties in df and last seen for the id to break.
     #[test]
     fn eviction_removes_the_terms_a_full_sort_puts_first() {
-        let mut st = 11u64;
-        let mut next = || {
-            st = st
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (st >> 33) as usize
-        };
+        let mut next = lcg(11u64);
         let mut v = Vocabulary::new(1_000);
         for t in 0..4u64 {
             let docs: Vec<Vec<String>> = (0..40)
