@@ -1,15 +1,15 @@
 //! Work at the lowest CPU priority (`SCHED_IDLE`, sched(7)): on a busy core it runs only while
 //! the process's other threads wait — a cluster's leader waits for its peers in every round of a
-//! step — and whoever needs its result raises it back to normal priority while waiting for it,
-//! so other work can never starve a thread someone waits for.
+//! step. A thread someone waits for is raised back to normal priority meanwhile, so other work
+//! can never starve it (the store's committer, [`crate::store`]); the [`Dropper`] needs no
+//! raising: a caller never waits for it.
 //!
 //! Lowering is done only when it can be undone ([`can_raise`]); otherwise the work runs at
 //! normal priority, which changes when it runs, never what it computes.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
-use std::sync::{Arc, OnceLock};
-use std::thread::JoinHandle;
+use std::sync::OnceLock;
 
 /// Set the scheduling policy of thread `tid` of this process (0: the calling thread) to
 /// `policy` (`SCHED_IDLE` or `SCHED_OTHER`); false when the system refuses.
@@ -58,49 +58,6 @@ pub(crate) fn set_published(tid: &AtomicI32, policy: libc::c_int) {
         }
     };
     set_policy(id, policy);
-}
-
-/// A value being computed on a thread of its own at idle priority ([`spawn`]).
-pub struct Job<T> {
-    handle: JoinHandle<T>,
-    tid: Arc<AtomicI32>,
-}
-
-/// Compute `f()` on a new thread named `name` at idle priority. Fails only when no thread can
-/// be started.
-pub fn spawn<T: Send + 'static>(
-    name: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> std::io::Result<Job<T>> {
-    let tid = Arc::new(AtomicI32::new(0));
-    let t = Arc::clone(&tid);
-    let handle = std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            lower_self(&t);
-            f()
-        })?;
-    Ok(Job { handle, tid })
-}
-
-impl<T> Job<T> {
-    /// True once `f` has returned (or panicked).
-    pub fn is_finished(&self) -> bool {
-        self.handle.is_finished()
-    }
-
-    /// Put it at normal priority from now on (a caller about to wait for it).
-    pub fn raise(&self) {
-        set_published(&self.tid, libc::SCHED_OTHER);
-    }
-
-    /// Its value, waiting for it at normal priority; `None` when `f` panicked.
-    pub fn join(self) -> Option<T> {
-        if !self.handle.is_finished() {
-            self.raise();
-        }
-        self.handle.join().ok()
-    }
 }
 
 /// A thread at idle priority that drops what it is given ([`Dropper::drop`]): freeing a large
@@ -155,39 +112,6 @@ mod tests {
     fn policy() -> libc::c_int {
         // SAFETY: sched_getscheduler(0) reads the calling thread's policy.
         unsafe { libc::sched_getscheduler(0) }
-    }
-
-    #[test]
-    fn the_job_runs_at_idle_priority_and_returns_its_value() {
-        let job = spawn("idle-test", || (policy(), 6 * 7)).unwrap();
-        let (p, v) = job.join().unwrap();
-        assert_eq!(v, 42);
-        let expected = if can_raise() {
-            libc::SCHED_IDLE
-        } else {
-            libc::SCHED_OTHER
-        };
-        assert_eq!(p, expected);
-    }
-
-    #[test]
-    fn a_waiter_raises_the_job_to_normal_priority() {
-        let (go, wait) = std::sync::mpsc::channel::<()>();
-        let job = spawn("idle-test", move || {
-            wait.recv().unwrap();
-            policy()
-        })
-        .unwrap();
-        // the job blocks until told to go: raised first, it reads the normal policy
-        job.raise();
-        go.send(()).unwrap();
-        assert_eq!(job.join().unwrap(), libc::SCHED_OTHER);
-    }
-
-    #[test]
-    fn a_panicking_job_gives_none() {
-        let job = spawn("idle-test", || -> u32 { panic!("on purpose") }).unwrap();
-        assert_eq!(job.join(), None);
     }
 
     /// Tells, when dropped, the name of the thread that dropped it and its policy; waits for

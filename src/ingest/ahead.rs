@@ -19,41 +19,12 @@ use std::time::SystemTime;
 
 use super::file::{validate, FileJob, Validated};
 use super::{Batch, Limits};
-use crate::idle;
 
 /// The file the daemon takes next, and the limits its timesteps are cut by.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Upcoming {
     pub path: PathBuf,
     pub limits: Limits,
-}
-
-/// The next file, validated in the background at idle priority ([`crate::idle`]) from when the
-/// daemon names it: on a cluster's leader that runs while the leader waits for its peers.
-pub(super) struct Reading {
-    up: Upcoming,
-    job: Option<idle::Job<Option<Prepared>>>,
-}
-
-impl Reading {
-    /// Start validating `up` (if no thread can be started, [`Self::finish`] validates it).
-    pub(super) fn start(up: Upcoming) -> Reading {
-        let (u, now_ms) = (up.clone(), chrono::Utc::now().timestamp_millis());
-        let job = idle::spawn("novad-read-ahead", move || prepare(&u, now_ms)).ok();
-        Reading { up, job }
-    }
-
-    /// The file it reads.
-    pub(super) fn upcoming(&self) -> &Upcoming {
-        &self.up
-    }
-
-    /// Its validation: the one made in the background (waited for at normal priority), or one
-    /// made now when that found no complete file (it may have been completed since).
-    pub(super) fn finish(self) -> Option<Prepared> {
-        let made = self.job.and_then(idle::Job::join).flatten();
-        made.or_else(|| prepare(&self.up, chrono::Utc::now().timestamp_millis()))
-    }
 }
 
 /// A file validated ahead of its turn, and what it was then.
@@ -160,41 +131,6 @@ mod tests {
     /// read-ahead's time, not the time of its turn); one rewritten in place since, even with
     /// its length and mtime kept, is validated again (its ctime moved), so nothing of it is
     /// committed.
-    #[test]
-    fn a_reading_in_the_background_validates_the_file_as_a_direct_one() {
-        let (_store, inbox, _ing) = setup();
-        let path = inbox.path().join("a.txt");
-        std::fs::write(&path, lines(12, "alpha")).unwrap();
-        let direct = prepare(&upcoming(&path), 5)
-            .and_then(|p| p.batch())
-            .unwrap();
-        let read = Reading::start(upcoming(&path)).finish().unwrap();
-        assert_eq!(read.path(), path);
-        assert_eq!(read.batch().unwrap().texts, direct.texts);
-    }
-
-    #[test]
-    fn a_file_completed_after_its_reading_began_is_validated_when_taken() {
-        let (_store, inbox, _ing) = setup();
-        let path = inbox.path().join("a.txt");
-        std::fs::write(&path, lines(12, "alpha")).unwrap();
-        let writer = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .unwrap();
-        let mut reading = Reading::start(upcoming(&path));
-        let job = reading.job.take().expect("a thread was started");
-        assert!(
-            job.join().expect("it ran").is_none(),
-            "a file open for writing is not validated ahead"
-        );
-        drop(writer);
-        let p = reading
-            .finish()
-            .expect("validated once its writer closed it");
-        assert_eq!(p.batch().unwrap().texts.len(), 12);
-    }
-
     #[test]
     fn a_prepared_file_is_taken_unless_it_was_rewritten_in_place() {
         let (_s, inbox, mut ing) = setup();

@@ -117,9 +117,9 @@ pub struct Ingestor {
     /// The timesteps stepped and not yet durable, and those settled since the caller last
     /// took them.
     later: later::Later,
-    /// The file the caller takes after the current one ([`Self::read_ahead`]), being read,
-    /// and its validation once made ahead of its turn.
-    reading: Option<ahead::Reading>,
+    /// The file the caller takes after the current one ([`Self::read_ahead`]), and its
+    /// validation once made ahead of its turn.
+    upcoming: Option<Upcoming>,
     prepared: Option<ahead::Prepared>,
 }
 
@@ -178,7 +178,7 @@ impl Ingestor {
             replicas: None,
             defer: false,
             later: later::Later::default(),
-            reading: None,
+            upcoming: None,
             prepared: None,
         })
     }
@@ -267,17 +267,13 @@ impl Ingestor {
     }
 
     /// The file the caller takes once the current one is done, if any. A cluster's leader
-    /// validates it from now on at idle priority, takes that validation during the current
-    /// file's last timestep and sends its first range to the replicas at the end of that step
-    /// ([`ahead`]); [`Self::begin`] of that file takes the validation made then.
+    /// reads it ahead during the current file's last timestep and sends its first range to
+    /// the replicas at the end of that step ([`ahead`]); [`Self::begin`] of that file takes
+    /// the validation made then.
     pub fn read_ahead(&mut self, up: Option<Upcoming>) {
-        let up = up.filter(|_| self.replicas.is_some());
-        if self.reading.as_ref().map(ahead::Reading::upcoming) != up.as_ref() {
-            // a reading of another file is left to end on its own
-            self.reading = up.map(ahead::Reading::start);
-        }
+        self.upcoming = up.filter(|_| self.replicas.is_some());
         // a validation made for a file that is not the next one any more is dropped
-        let next = self.reading.as_ref().map(|r| r.upcoming().path.as_path());
+        let next = self.upcoming.as_ref().map(|u| u.path.as_path());
         if self
             .prepared
             .as_ref()
@@ -314,8 +310,7 @@ impl Ingestor {
                 // the timestep before this one is written, and the next file read, while the
                 // replicas start on this one
                 let waiting = self.later.has_stepped();
-                let mut reading = if src.last { self.reading.take() } else { None };
-                let reads = reading.is_some();
+                let upcoming = if src.last { self.upcoming.take() } else { None };
                 let (store, later) = (&mut self.store, &mut self.later);
                 let prepared = &mut self.prepared;
                 let mut failed = None;
@@ -323,12 +318,13 @@ impl Ingestor {
                     if waiting {
                         failed = later.hand_over(store, e).err();
                     }
-                    let p = reading.take()?.finish()?;
+                    let now_ms = chrono::Utc::now().timestamp_millis();
+                    let p = ahead::prepare(upcoming.as_ref()?, now_ms)?;
                     let batch = p.batch();
                     *prepared = Some(p);
                     batch
                 };
-                let before: Option<Before> = match waiting || reads {
+                let before: Option<Before> = match waiting || upcoming.is_some() {
                     true => Some(&mut meanwhile),
                     false => None,
                 };
