@@ -8,7 +8,6 @@
 //! - [`store`]: the sled store: open, lock, migrate, commit, snapshots, stored topics.
 //! - [`query`]: verdicts, topics and status read from a store.
 //! - [`cluster`]: the ℓ1 model's steps shared by several processes (timely-dataflow).
-//! - [`idle`]: work at the lowest CPU priority, raised while someone waits for it.
 //! - [`cli`]: the command line (clap definitions and their resolution to library values).
 
 pub mod batch;
@@ -16,7 +15,6 @@ pub mod cli;
 pub mod cluster;
 pub mod daemon;
 pub mod http;
-pub mod idle;
 pub mod ingest;
 pub mod query;
 pub mod store;

@@ -364,8 +364,7 @@ impl Ingestor {
             seconds_step,
         };
         if self.defer {
-            // the model the step replaced is freed while the process waits
-            crate::idle::drop_later(std::mem::replace(&mut self.engine, model));
+            self.engine = model;
             if let Some(r) = &mut self.replicas {
                 r.committed();
             }

@@ -17,7 +17,7 @@
 //! only part of them.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicI32;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -26,8 +26,6 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
 
 use novad_models::Engine;
-
-use crate::idle;
 
 use super::schema::*;
 use super::state::parts_state;
@@ -101,8 +99,33 @@ fn apply_ops(trees: &[sled::Tree], ops: &[Op]) -> std::result::Result<(), sled::
     }
 }
 
+/// Set the scheduling policy of thread `tid` of this process (0: the calling thread) to
+/// `policy` (`SCHED_IDLE` or `SCHED_OTHER`); false when the system refuses.
+fn set_policy(tid: libc::pid_t, policy: libc::c_int) -> bool {
+    // SAFETY: sched_setscheduler changes only the policy of thread `tid`; the parameter is a
+    // valid, initialised struct.
+    unsafe {
+        let param = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(tid, policy, &param) == 0
+    }
+}
+
+/// Whether a thread of this process put at `SCHED_IDLE` may be put back at `SCHED_OTHER`
+/// (nice 0): as root, or with `RLIMIT_NICE` ≥ 20 (sched(7)).
+fn can_raise() -> bool {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: geteuid has no preconditions; getrlimit writes into the valid struct given.
+    unsafe {
+        libc::geteuid() == 0
+            || (libc::getrlimit(libc::RLIMIT_NICE, &mut lim) == 0 && lim.rlim_cur >= 20)
+    }
+}
+
 /// The committer thread's loop: each plan applied in one transaction and flushed, the outcome
-/// sent back. It runs at `SCHED_IDLE` when the process may raise it back ([`idle::can_raise`];
+/// sent back. It runs at `SCHED_IDLE` when the process may raise it back ([`can_raise`];
 /// otherwise at normal priority): on a busy core it runs while the step's thread waits. `tid`
 /// receives its thread id once its policy is set, so that a caller that waits for it
 /// ([`Store::settle`]) raises it to normal priority meanwhile — a waiting caller never depends
@@ -115,11 +138,13 @@ fn committer(
     done: Sender<Result<()>>,
     tid: Arc<AtomicI32>,
 ) {
-    if !idle::lower_self(&tid) {
+    if !(can_raise() && set_policy(0, libc::SCHED_IDLE)) {
         tracing::debug!(
             "the committer thread runs at normal priority (SCHED_IDLE could not be undone)"
         );
     }
+    // SAFETY: gettid has no preconditions.
+    tid.store(unsafe { libc::gettid() }, Ordering::Release);
     for ops in jobs {
         let r = guard::watched(&dir, "committing a timestep", || {
             apply_ops(&trees, &ops)?;
@@ -287,9 +312,16 @@ impl Store {
     /// [`committer`]); waits for the thread to have set its policy first (it does so as it
     /// starts).
     fn committer_policy(&self, policy: libc::c_int) {
-        if self.later.thread.is_some() {
-            idle::set_published(&self.later.tid, policy);
+        if self.later.thread.is_none() || !can_raise() {
+            return;
         }
+        let tid = loop {
+            match self.later.tid.load(Ordering::Acquire) {
+                0 => std::thread::yield_now(),
+                t => break t,
+            }
+        };
+        set_policy(tid, policy);
     }
 
     fn committer_gone(&self) -> StoreError {
@@ -360,7 +392,6 @@ mod tests {
     use super::*;
     use crate::store::schema::{FileRecord, TimestepRecord};
     use novad_models::{ModelParams, Params};
-    use std::sync::atomic::Ordering;
 
     /// The records of an empty timestep `t` of the file `name`.
     fn write(t: u64, name: &str) -> TimestepWrite {
@@ -403,7 +434,7 @@ mod tests {
         let (_dir, mut store, engine) = new_store();
         // SAFETY: sched_getscheduler only reads the policy of a thread of this process
         let policy = |tid| unsafe { libc::sched_getscheduler(tid) };
-        let between = if crate::idle::can_raise() {
+        let between = if can_raise() {
             libc::SCHED_IDLE
         } else {
             libc::SCHED_OTHER
