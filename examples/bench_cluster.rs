@@ -14,7 +14,8 @@
 //! firehose leaves it, and timed together from the first rename to the last move (`sustained`:
 //! later posts against a larger memory, so more seconds per timestep than the batches before;
 //! compare its ratio, not its seconds). The figures per
-//! timestep come from the leader's log (`timestep committed`, `cluster step`), and each
+//! timestep come from the leader's log (`timestep committed`, `cluster step`; with the
+//! backlog also each process's wait in the rounds for the others, `wait_seconds`), and each
 //! process's CPU seconds per timestep from /proc (on a shared machine the wall times suffer
 //! from other work; the leader's CPU seconds are what a dedicated 1-core machine would take),
 //! and each process's resident memory after the last timestep. Last, the ceiling of any
@@ -88,6 +89,9 @@ struct Run {
     sustained: f64,
     /// CPU seconds per timestep of each process (the leader first) with that backlog.
     sustained_cpu: Vec<f64>,
+    /// Seconds per backlog timestep the leader, and each other process on average, waited in
+    /// the all-gather rounds for the other workers' payloads (`wait_seconds` of the logs).
+    sustained_wait: (f64, f64),
     /// CPU seconds per timestep of the leader process and of each other process.
     leader_cpu: f64,
     replica_cpu: f64,
@@ -275,6 +279,18 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
     let steps = measured(&log, "cluster step", batches);
     let m =
         |lines: &[&str], key: &str| mean(&lines.iter().map(|l| field(l, key)).collect::<Vec<_>>());
+    // the backlog's steps are the last ones logged, one per process and timestep
+    let last = |what: &str, n: usize| -> Vec<&str> {
+        let all: Vec<&str> = log.lines().filter(|l| l.contains(what)).collect();
+        all[all.len().saturating_sub(n)..].to_vec()
+    };
+    let sustained_wait = (
+        m(&last("cluster step", batches), "wait_seconds"),
+        m(
+            &last("replica step", batches * (processes - 1)),
+            "wait_seconds",
+        ),
+    );
     let store_s = m(&committed, "store_seconds");
     println!("\n{processes} process(es), {cores} core(s) each:");
     println!(
@@ -305,6 +321,7 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         end_to_end: mean(&lat),
         sustained,
         sustained_cpu,
+        sustained_wait,
         leader_cpu: mean(&cpu[0]),
         replica_cpu: mean(&others),
         leader_rss: rss[0],
@@ -477,6 +494,12 @@ fn main() {
             cpu.join(", "),
             100.0 * r.sustained_cpu[0] / r.sustained
         );
+        if r.processes > 1 {
+            println!(
+                "  {} process(es): seconds per timestep of the backlog waiting in the rounds for the others: leader {:.3}, other processes {:.3}",
+                r.processes, r.sustained_wait.0, r.sustained_wait.1
+            );
+        }
     }
     // What two processes can reach at best on this machine: two independent daemons, one
     // per core, each with the whole stream.

@@ -197,6 +197,9 @@ pub struct Gather {
     pub bytes_sent: u64,
     /// Payload bytes this worker received from other processes' workers, over all rounds.
     pub bytes_received: u64,
+    /// Seconds this worker spent in [`Self::finish`] waiting for other workers' payloads,
+    /// over all rounds.
+    pub waited: f64,
 }
 
 impl Gather {
@@ -229,6 +232,7 @@ impl Gather {
             local,
             bytes_sent: 0,
             bytes_received: 0,
+            waited: 0.0,
         }
     }
 
@@ -291,6 +295,7 @@ impl Gather {
             return Vec::new();
         }
         let peers = self.peers();
+        let t0 = Instant::now();
         while self.probe.less_than(&(self.round + 1)) {
             // every worker sends one payload per round: once all are in, the round is
             // complete here, whether or not the senders' progress has arrived (a worker that
@@ -306,6 +311,7 @@ impl Gather {
             // parks until a message or progress arrives: an idle replica uses no CPU
             self.worker.step_or_park(None);
         }
+        self.waited += t0.elapsed().as_secs_f64();
         let mut got = self
             .got
             .borrow_mut()
@@ -353,6 +359,28 @@ mod tests {
             assert!(none.is_empty());
             assert_eq!(fourth, vec![vec![0, 4], vec![1, 4]]);
         }
+    }
+
+    /// The time a worker spends waiting for the others' payloads is counted: a worker whose
+    /// peer contributes 0.3 s late waits at least most of that, the late one hardly at all.
+    #[test]
+    fn the_wait_for_a_late_payload_is_counted() {
+        let guards = timely::execute(timely::Config::process(2), |worker| {
+            let mut g = Gather::new(worker, 2);
+            if g.index() == 1 {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            g.round(vec![g.index() as u8]);
+            g.waited
+        })
+        .unwrap();
+        let waited: Vec<f64> = guards.join().into_iter().map(Result::unwrap).collect();
+        assert!(waited[0] >= 0.15, "the early worker waited {} s", waited[0]);
+        assert!(
+            waited[1] < waited[0],
+            "the late worker waited {} s",
+            waited[1]
+        );
     }
 
     /// A round is complete on a worker once every worker's payload is in, although a worker

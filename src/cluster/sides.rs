@@ -33,6 +33,8 @@ pub struct Leader {
     /// The step sent to the replicas ahead of its turn, at the end of the step before
     /// ([`crate::ingest::ahead`]), until the daemon steps it or it is abandoned.
     ahead: Option<Ahead>,
+    /// The gather's waiting counted up to the last step logged.
+    waited: f64,
 }
 
 /// A step sent out ahead of its turn: the timestep of the model it steps, and its batch.
@@ -59,6 +61,7 @@ impl Leader {
             stop_reason: None,
             last_end: None,
             ahead: None,
+            waited: 0.0,
         }
     }
 
@@ -179,6 +182,7 @@ impl Leader {
             topics_wait_seconds = format!("{:.4}", f.topics_wait_seconds),
             topics_bytes = f.topics_bytes,
             update_bytes = f.update_bytes,
+            wait_seconds = format!("{:.4}", waited_since(&self.gather, &mut self.waited)),
             "cluster step"
         );
         r
@@ -239,6 +243,14 @@ impl Drop for Leader {
         let why = self.stop_reason.take();
         self.gather.borrow_mut().round(encode(&Lead::Stop(why)));
     }
+}
+
+/// Seconds `gather`'s worker waited for other workers' payloads since `*last` (the count at
+/// the last step logged), which becomes the count now: every wait between two steps' logs,
+/// the wait for the next step's batch included.
+fn waited_since(gather: &RefCell<Gather>, last: &mut f64) -> f64 {
+    let now = gather.borrow().waited;
+    now - std::mem::replace(last, now)
 }
 
 /// Where a step's time and traffic went, as the leader sees it (logged with each step).
@@ -448,6 +460,8 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
     let index = gather.index();
     let gather = Rc::new(RefCell::new(gather));
     let mut model: Option<Model> = None;
+    // the gather's waiting counted up to the last step logged
+    let mut waited = 0.0;
     let mut memory: Option<DocMemory> = None;
     loop {
         let round = {
@@ -530,6 +544,7 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                             update_seconds = format!("{:.4}", s.seconds_update),
                             memory_docs = memory.as_ref().map_or(0, DocMemory::len),
                             memory_vectors = memory.as_ref().map_or(0, DocMemory::vectors_kept),
+                            wait_seconds = format!("{:.4}", waited_since(&gather, &mut waited)),
                             "replica step"
                         );
                         model = Some(m)
