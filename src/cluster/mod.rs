@@ -41,6 +41,7 @@
 //! timestep, from which a restarted cluster resumes. dnmf and ostc run on one node only.
 
 mod net;
+mod pool;
 mod protocol;
 mod sides;
 

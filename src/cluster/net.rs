@@ -171,22 +171,30 @@ pub fn allocators(
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
 struct Payload(#[serde(with = "serde_bytes")] Vec<u8>);
 
-/// One record of a round: (round, sending worker, payload).
-type Record = (u64, u32, Payload);
+/// One record: (round, sending worker, a notice rather than the round's payload, payload).
+type Record = (u64, u32, bool, Payload);
 
 /// Payloads received, by round: (sending worker, payload).
 type Received = Rc<RefCell<BTreeMap<u64, Vec<(u32, Vec<u8>)>>>>;
+
+/// Notices received from other workers, in arrival order: (sending worker, notice).
+type Notices = Rc<RefCell<Vec<(u32, Vec<u8>)>>>;
 
 /// An all-gather: in each round every worker contributes one payload and receives every
 /// worker's payload of that round. Round r is timely epoch r; it is complete on a worker
 /// once every worker's payload of it has arrived there (each worker sends exactly one), or
 /// when the probe passes r + 1, whichever comes first: a worker that sent its payload and
 /// computes on without stepping does not hold the round up with its late progress.
+///
+/// Besides the payloads, a worker may send notices ([`Self::notify`]) at any time: they reach
+/// every other worker in the order sent, are no part of any round, and are taken by
+/// [`Self::notices`] whenever the receiver looks.
 pub struct Gather {
     worker: Worker,
     input: InputHandle<u64, CapacityContainerBuilder<Vec<Record>>>,
     probe: ProbeHandle<u64>,
     got: Received,
+    heard: Notices,
     /// The next round to finish.
     round: u64,
     /// The next round to contribute to (rounds `round..sent` are open).
@@ -209,16 +217,22 @@ impl Gather {
         let mut input = InputHandle::new();
         let probe = ProbeHandle::new();
         let got: Received = Rc::default();
-        let sink = Rc::clone(&got);
+        let heard: Notices = Rc::default();
+        let (sink, ears) = (Rc::clone(&got), Rc::clone(&heard));
+        let me = worker.index() as u32;
         worker.dataflow::<u64, _, _>(|scope| {
             scope
                 .input_from(&mut input)
                 .broadcast()
-                .inspect(move |(round, from, bytes): &Record| {
-                    sink.borrow_mut()
-                        .entry(*round)
-                        .or_default()
-                        .push((*from, bytes.0.clone()));
+                .inspect(move |(round, from, notice, bytes): &Record| {
+                    if !notice {
+                        sink.borrow_mut()
+                            .entry(*round)
+                            .or_default()
+                            .push((*from, bytes.0.clone()));
+                    } else if *from != me {
+                        ears.borrow_mut().push((*from, bytes.0.clone()));
+                    }
                 })
                 .probe_with(&probe);
         });
@@ -227,6 +241,7 @@ impl Gather {
             input,
             probe,
             got,
+            heard,
             round: 0,
             sent: 0,
             local,
@@ -273,14 +288,68 @@ impl Gather {
     pub fn begin(&mut self, mine: Vec<u8>) {
         self.bytes_sent += (mine.len() * (self.peers() - self.local)) as u64;
         self.input
-            .send((self.sent, self.index() as u32, Payload(mine)));
+            .send((self.sent, self.index() as u32, false, Payload(mine)));
         self.sent += 1;
         self.input.advance_to(self.sent);
-        // a few steps move the payload through the dataflow's operators to the network
-        // threads (the caller does not step the worker until it finishes the round)
+        self.push();
+    }
+
+    /// A few steps, which move what was sent through the dataflow's operators to the network
+    /// threads (the caller may not step the worker for a while).
+    fn push(&mut self) {
         for _ in 0..4 {
             self.worker.step();
         }
+    }
+
+    /// Send `notice` to every other worker now, outside the rounds.
+    pub fn notify(&mut self, notice: Vec<u8>) {
+        self.bytes_sent += (notice.len() * (self.peers() - self.local)) as u64;
+        self.input
+            .send((self.sent, self.index() as u32, true, Payload(notice)));
+        self.input.flush();
+        self.push();
+    }
+
+    /// The notices received from other workers since the last call (taking in what has
+    /// arrived, without waiting), in the order each worker sent them.
+    pub fn notices(&mut self) -> Vec<(u32, Vec<u8>)> {
+        self.worker.step();
+        let heard = std::mem::take(&mut *self.heard.borrow_mut());
+        let me = self.index() / self.local;
+        self.bytes_received += heard
+            .iter()
+            .filter(|h| h.0 as usize / self.local != me)
+            .map(|h| h.1.len() as u64)
+            .sum::<u64>();
+        heard
+    }
+
+    /// True when the oldest open round is complete here (taking in what has arrived, without
+    /// waiting): [`Self::finish`] then returns at once.
+    pub fn ready(&mut self) -> bool {
+        self.worker.step();
+        self.open() > 0 && self.complete()
+    }
+
+    /// The oldest open round is complete here: every worker's payload is in, or the probe
+    /// passed it.
+    fn complete(&self) -> bool {
+        // every worker sends one payload per round: once all are in, the round is complete
+        // here, whether or not the senders' progress has arrived (a worker that computes
+        // without stepping sends its progress late)
+        !self.probe.less_than(&(self.round + 1))
+            || self
+                .got
+                .borrow()
+                .get(&self.round)
+                .is_some_and(|g| g.len() == self.peers())
+    }
+
+    /// The next round this worker contributes to (rounds are numbered from 0, alike on every
+    /// worker).
+    pub fn next_round(&self) -> u64 {
+        self.sent
     }
 
     /// Rounds begun and not yet finished.
@@ -294,20 +363,8 @@ impl Gather {
         if self.open() == 0 {
             return Vec::new();
         }
-        let peers = self.peers();
         let t0 = Instant::now();
-        while self.probe.less_than(&(self.round + 1)) {
-            // every worker sends one payload per round: once all are in, the round is
-            // complete here, whether or not the senders' progress has arrived (a worker that
-            // computes without stepping sends its progress late)
-            if self
-                .got
-                .borrow()
-                .get(&self.round)
-                .is_some_and(|g| g.len() == peers)
-            {
-                break;
-            }
+        while !self.complete() {
             // parks until a message or progress arrives: an idle replica uses no CPU
             self.worker.step_or_park(None);
         }
@@ -359,6 +416,37 @@ mod tests {
             assert!(none.is_empty());
             assert_eq!(fourth, vec![vec![0, 4], vec![1, 4]]);
         }
+    }
+
+    /// Notices reach every other worker in the order sent, not the sender, and are no part
+    /// of any round.
+    #[test]
+    fn notices_reach_the_other_workers_in_order_outside_the_rounds() {
+        let guards = timely::execute(timely::Config::process(2), |worker| {
+            let mut g = Gather::new(worker, 2);
+            let me = g.index() as u8;
+            if me == 0 {
+                for n in 1..=3u8 {
+                    g.notify(vec![n]);
+                }
+            }
+            let round = g.round(vec![me]);
+            let mut heard = Vec::new();
+            let t0 = Instant::now();
+            while heard.len() < 3 && t0.elapsed() < Duration::from_secs(10) {
+                heard.extend(g.notices());
+                if me == 0 {
+                    break;
+                }
+            }
+            (round, heard)
+        })
+        .unwrap();
+        let r: Vec<_> = guards.join().into_iter().map(Result::unwrap).collect();
+        assert_eq!(r[0].0, vec![vec![0], vec![1]]);
+        assert_eq!(r[1].0, vec![vec![0], vec![1]]);
+        assert!(r[0].1.is_empty(), "the sender heard itself: {:?}", r[0].1);
+        assert_eq!(r[1].1, vec![(0, vec![1]), (0, vec![2]), (0, vec![3])]);
     }
 
     /// The time a worker spends waiting for the others' payloads is counted: a worker whose

@@ -3,11 +3,13 @@
 //! Every round, worker 0 (the leader) contributes a [`Lead`] and every other worker a
 //! [`Reply`]. Between steps the replicas wait with [`Reply::Idle`] for the leader's command
 //! ([`Lead::Load`], [`Lead::Step`], [`Lead::Stop`]). A step is then, on every worker, the same
-//! [`Model::step_replicated`]: one round where each worker contributes the documents of its
-//! logical shards ([`term_shards`]) tokenised and resolved against the vocabulary, one where it
-//! contributes the codes of its shards ([`coding_shards`]; both dealt out by predicted cost,
-//! the same hand on every worker); when the leader has
-//! a judge (the hybrid detector), one search round where each worker contributes the nearest
+//! [`Model::step_replicated`]: one round where each worker contributes the documents of the
+//! logical shards it tokenised and resolved against the vocabulary ([`term_deal`]), one where
+//! it contributes the codes of the shards it coded ([`coding_deal`]; both dealt out by
+//! predicted cost, the same hands on every worker, and evened out by work stealing, see
+//! [`super::pool`]); when the leader has
+//! a judge (the hybrid detector), two search rounds before the coding round (the workers code
+//! while they wait for them) where each worker contributes the nearest
 //! documents in its share of the memory (the remembered documents of its logical shards, see
 //! [`novad_models::memory::Share`]) and one round where the leader contributes its judgement;
 //! when the step has topics or refreshes atoms, one round where the last worker ([`finder`])
@@ -24,16 +26,19 @@ use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
-use novad_models::engine::memory_batch;
+use novad_models::engine::{memory_batch, scored_batch, searcher, MemoryBatch};
 use novad_models::l1::dictionary::{deal, deal_after, shard_docs, shard_of, LOGICAL_SHARDS};
 use novad_models::l1::replicate::{
-    CodingJob, Found, MemorySearch, Replication, ShardOutput, ShardTerms, TermJob, Updated,
+    CodedAndFound, CodingJob, Found, MemorySearch, Query, Replication, ShardOutput, ShardTerms,
+    TermJob, Updated,
 };
 use novad_models::l1::Model;
 use novad_models::memory::{better_neighbour, DocMemory, Floor, Neighbour, Share};
 use novad_models::model::{EngineError, Judge, Judgement, Scored};
+use novad_models::text::{SparseDoc, Vocabulary};
 
 use super::net::Gather;
+use super::pool::{code_and_search, tokenise, PoolFigures};
 
 /// The leader's contribution to a round.
 #[derive(Debug, Serialize, Deserialize)]
@@ -46,7 +51,7 @@ pub enum Lead {
     },
     /// Step the model at `timestep` on these documents (with their times); `judged`: the
     /// leader has the hybrid detector, so the step has a search round and a judgement round.
-    /// `lead_terms`: how much of the tokenising the leader does (see [`term_shards`]).
+    /// `lead_terms`: how much of the tokenising the leader does (see [`term_deal`]).
     Step {
         timestep: u64,
         docs: Vec<String>,
@@ -85,7 +90,7 @@ pub enum Lead {
 }
 
 /// How much of a step's tokenising the leader does, beside its other work meanwhile (see
-/// [`term_shards`]).
+/// [`term_deal`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LeadTerms {
     /// A worker's share: it has nothing else to do meanwhile.
@@ -155,7 +160,7 @@ pub(super) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
     postcard::to_stdvec(v).expect("cluster messages serialise")
 }
 
-fn broken(what: String) -> EngineError {
+pub(super) fn broken(what: String) -> EngineError {
     EngineError::Inconsistent(format!("cluster: {what}"))
 }
 
@@ -184,32 +189,35 @@ pub(super) fn my_shards(index: usize, peers: usize) -> Vec<usize> {
     (0..LOGICAL_SHARDS).filter(|s| s % peers == index).collect()
 }
 
-/// The logical shards worker `index` of `peers` codes in the step of `job`: dealt out by their
-/// predicted coding cost ([`CodingJob::shard_costs`], [`deal`]), so that the workers finish
-/// their coding at about the same time whatever documents the batch puts in which shard.
-/// Every worker deals the same hand from the same job; which worker codes a shard does not
-/// change its codes.
-pub(super) fn coding_shards(job: &CodingJob<'_>, index: usize, peers: usize) -> Vec<usize> {
-    hand(deal(&job.shard_costs(), peers), index)
+/// Every worker's hand of logical shards to code in the step of `job` (of `peers` workers):
+/// dealt out by their predicted coding cost ([`CodingJob::shard_costs`], [`deal`]), so that
+/// the workers finish their coding at about the same time whatever documents the batch puts
+/// in which shard (work stealing evens out the rest, [`super::pool`]). Every worker deals the
+/// same hands from the same job; which worker codes a shard does not change its codes.
+pub(super) fn coding_deal(job: &CodingJob<'_>, peers: usize) -> Vec<Vec<usize>> {
+    deal(&job.shard_costs(), peers)
 }
 
-/// The logical shards whose documents worker `index` of `peers` tokenises in the step of
-/// `job`, dealt out by the bytes of their texts ([`TermJob::shard_costs`], [`deal_after`]).
-/// The leader's other work meanwhile (see [`crate::ingest::Replicas::step`]) counts as
-/// `lead`: with [`LeadTerms::Less`] it takes a quarter of the batch with one replica, with
-/// [`LeadTerms::Little`] an eighth.
-pub(super) fn term_shards(
-    job: &TermJob<'_>,
-    index: usize,
-    peers: usize,
-    lead: LeadTerms,
-) -> Vec<usize> {
-    hand(term_deal(&job.shard_costs(), peers, lead), index)
+/// What worker `index` contributes to the coding round of the step at `timestep`: the
+/// outputs of the shards it coded.
+pub(super) fn shards_message(index: usize, timestep: u64, outs: Vec<ShardOutput>) -> Vec<u8> {
+    if index == 0 {
+        encode(&Lead::Shards(outs))
+    } else {
+        encode(&Reply::Shards { timestep, outs })
+    }
 }
 
 /// Every worker's logical shards to tokenise of a batch whose shards' texts have these bytes
-/// (see [`term_shards`]).
-fn term_deal(costs: &[u64; LOGICAL_SHARDS], peers: usize, lead: LeadTerms) -> Vec<Vec<usize>> {
+/// ([`TermJob::shard_costs`]), dealt out evenly ([`deal_after`]) but for the leader's other work
+/// meanwhile (see [`crate::ingest::Replicas::step`]), which counts as `lead`: with
+/// [`LeadTerms::Less`] it takes a quarter of the batch with one replica, with
+/// [`LeadTerms::Little`] an eighth. Work stealing evens out the rest ([`super::pool`]).
+pub(super) fn term_deal(
+    costs: &[u64; LOGICAL_SHARDS],
+    peers: usize,
+    lead: LeadTerms,
+) -> Vec<Vec<usize>> {
     let mut before = vec![0u64; peers.max(1)];
     if peers > 1 {
         let share = costs.iter().sum::<u64>() / peers as u64;
@@ -220,11 +228,6 @@ fn term_deal(costs: &[u64; LOGICAL_SHARDS], peers: usize, lead: LeadTerms) -> Ve
         };
     }
     deal_after(costs, &before)
-}
-
-/// Worker `index`'s hand of a deal (none past the last worker).
-fn hand(hands: Vec<Vec<usize>>, index: usize) -> Vec<usize> {
-    hands.into_iter().nth(index).unwrap_or_default()
 }
 
 /// Every worker's parts of a round of per-shard parts (`what`, for errors), the leader's
@@ -283,6 +286,25 @@ pub(super) fn gather_outputs(
             _ => None,
         },
     )
+}
+
+/// What worker `index` contributes to the terms round of the step at `timestep`, with a
+/// vocabulary of mark `vocab`: the resolved terms of the shards it tokenised.
+pub(super) fn terms_message(
+    index: usize,
+    timestep: u64,
+    vocab: [u64; 2],
+    outs: Vec<ShardTerms>,
+) -> Vec<u8> {
+    if index == 0 {
+        encode(&Lead::Terms { vocab, outs })
+    } else {
+        encode(&Reply::Terms {
+            timestep,
+            vocab,
+            outs,
+        })
+    }
 }
 
 /// The mark of the vocabulary a step's terms are resolved against: (terms, documents seen).
@@ -498,14 +520,21 @@ fn search_message(
 /// found — which prunes most of the search when round 1 found a close match. The best of a
 /// document's round-1 match and its round-2 matches is its nearest in the whole memory, since
 /// the shares index every memory shard once and rank by (dot product, document number).
+///
+/// `fill` runs while this worker waits for a round (it returns once the round is complete, or
+/// when it has nothing more to do).
 pub(super) fn search_round(
     gather: &RefCell<Gather>,
-    n: usize,
     timestep: u64,
-    memory: [u64; 3],
-    shards: u64,
-    search: &MemorySearch<'_>,
+    query: &Query<'_>,
+    fill: &mut dyn FnMut() -> Result<(), EngineError>,
 ) -> Result<Vec<Option<Neighbour>>, EngineError> {
+    let Query {
+        n,
+        memory,
+        shards,
+        ref search,
+    } = *query;
     let (index, peers) = {
         let g = gather.borrow();
         (g.index(), g.peers())
@@ -518,7 +547,7 @@ pub(super) fn search_round(
         let p = SearchPart { shards, near };
         search_message(index, timestep, memory, p, round)
     };
-    let payloads = gather.borrow_mut().round(part(1, search(&own)));
+    let payloads = exchange(gather, part(1, search(&own)), fill)?;
     let best = owners_best(&search_parts(&payloads, timestep, 1)?, n)?;
     if peers == 1 {
         return Ok(best);
@@ -527,8 +556,49 @@ pub(super) fn search_round(
         .into_iter()
         .map(|j| (j, best[j].map(|b| b.floor())))
         .collect();
-    let payloads = gather.borrow_mut().round(part(2, search(&others)));
+    let payloads = exchange(gather, part(2, search(&others)), fill)?;
     beyond(best, &search_parts(&payloads, timestep, 2)?)
+}
+
+/// A round of `gather` with `mine` as this worker's payload, `fill` running while it waits.
+/// Rounds still open before it (a replica's terms round, when it worked out every shard
+/// itself, [`super::pool::tokenise`]) are finished first, their payloads dropped; when the
+/// leader abandoned the step there instead ([`Lead::Abort`]), this fails and leaves this
+/// round open: it holds the leader's next command.
+fn exchange(
+    gather: &RefCell<Gather>,
+    mine: Vec<u8>,
+    fill: &mut dyn FnMut() -> Result<(), EngineError>,
+) -> Result<Vec<Vec<u8>>, EngineError> {
+    gather.borrow_mut().begin(mine);
+    loop {
+        fill()?;
+        let mut g = gather.borrow_mut();
+        let last = g.open() == 1;
+        let payloads = g.finish();
+        if last {
+            return Ok(payloads);
+        }
+        let lead = payloads.first().map(|b| postcard::from_bytes::<Lead>(b));
+        if let Some(Ok(Lead::Abort)) = lead {
+            return Err(broken("the leader abandoned the step".into()));
+        }
+    }
+}
+
+/// The search of [`Replication::nearest`]'s arguments as a [`Query`].
+pub(super) fn query_of<'a>(
+    n: usize,
+    memory: [u64; 3],
+    shards: u64,
+    search: &'a MemorySearch<'a>,
+) -> Query<'a> {
+    Query {
+        n,
+        memory,
+        shards,
+        search: Box::new(search),
+    }
 }
 
 /// The share of the hybrid detector's memory worker `index` of `peers` searches: the memory
@@ -598,32 +668,33 @@ pub(super) struct ReplicaSide {
     pub gather: Rc<RefCell<Gather>>,
     /// The timestep of the model being stepped.
     pub timestep: u64,
-    /// How much of the step's tokenising the leader does ([`term_shards`]).
+    /// How much of the step's tokenising the leader does ([`term_deal`]).
     pub lead_terms: LeadTerms,
+    /// What the step's tokenising cost this worker.
+    pub terms: PoolFigures,
+    /// What the step's coding and search cost this worker.
+    pub coding: PoolFigures,
 }
 
 impl Replication for ReplicaSide {
     fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
-        let mut g = self.gather.borrow_mut();
-        let outs = job.run(&term_shards(job, g.index(), g.peers(), self.lead_terms));
-        let round = g.round(encode(&Reply::Terms {
-            timestep: job.timestep,
-            vocab: vocab_mark(job),
-            outs,
-        }));
-        let (lead, replies) = decode(&round)?;
-        gather_terms(lead, replies, job.timestep)
+        let (outs, f) = tokenise(&self.gather, job, self.lead_terms)?;
+        self.terms = f;
+        Ok(outs)
     }
 
     fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
-        let mut g = self.gather.borrow_mut();
-        let outs = job.run(&coding_shards(job, g.index(), g.peers()));
-        let round = g.round(encode(&Reply::Shards {
-            timestep: job.timestep,
-            outs,
-        }));
-        let (lead, replies) = decode(&round)?;
-        gather_outputs(lead, replies, job.timestep)
+        Ok(self.code_and_search(job, None)?.0)
+    }
+
+    fn code_and_search(
+        &mut self,
+        job: &CodingJob<'_>,
+        query: Option<&Query<'_>>,
+    ) -> Result<CodedAndFound, EngineError> {
+        let (coded, f) = code_and_search(&self.gather, job, query)?;
+        self.coding = f;
+        Ok(coded)
     }
 
     fn nearest(
@@ -633,7 +704,8 @@ impl Replication for ReplicaSide {
         shards: u64,
         search: &MemorySearch<'_>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
-        search_round(&self.gather, n, self.timestep, memory, shards, search)
+        let q = query_of(n, memory, shards, search);
+        search_round(&self.gather, self.timestep, &q, &mut || Ok(()))
     }
 
     fn finds(&self) -> bool {
@@ -693,6 +765,18 @@ pub(super) struct RemoteJudge<'a> {
     pub memory: Option<&'a mut DocMemory>,
     pub timestep: u64,
     pub times: &'a [i64],
+    /// The batch as the memory sees it, once [`Judge::query`] asked for its search.
+    pub batch: Option<MemoryBatch>,
+    /// The search ran with the coding ([`Judge::answer`]).
+    pub searched: bool,
+}
+
+impl RemoteJudge<'_> {
+    fn memory(&self) -> Result<&DocMemory, EngineError> {
+        self.memory
+            .as_deref()
+            .ok_or_else(|| broken("this replica holds no memory of the hybrid detector".into()))
+    }
 }
 
 impl Judge for RemoteJudge<'_> {
@@ -705,22 +789,35 @@ impl Judge for RemoteJudge<'_> {
         batch: &Scored,
         rep: &mut dyn Replication,
     ) -> Result<Judgement, EngineError> {
-        let memory = self
-            .memory
-            .as_deref_mut()
-            .ok_or_else(|| broken("this replica holds no memory of the hybrid detector".into()))?;
-        let (vectors, refs) = memory_batch(batch, self.timestep, self.times)?;
-        let search = |at: &[(usize, Option<Floor>)]| {
-            let qs: Vec<_> = at.iter().map(|&(j, f)| (&vectors[j], f)).collect();
-            memory.nearest_batch_above(&qs)
-        };
-        rep.nearest(vectors.len(), memory.mark(), memory.share().mask(), &search)?;
+        self.memory()?;
+        let (vectors, refs) = scored_batch(batch, self.batch.take(), self.timestep, self.times)?;
+        if !std::mem::take(&mut self.searched) {
+            let q = searcher(self.memory()?, &vectors);
+            rep.nearest(q.n, q.memory, q.shards, &*q.search)?;
+        }
         // the memory takes the batch while the leader judges (it does not depend on the
         // judgement; a step that fails after this is followed by a load of the leader's state)
+        let memory = self.memory.as_deref_mut().expect("checked above");
         let docs: Vec<_> = refs.into_iter().zip(vectors.iter()).collect();
         let plan = memory.plan(&docs);
         memory.apply(plan);
         leaders_judgement(&self.gather)
+    }
+
+    fn query(
+        &mut self,
+        vectors: &[SparseDoc],
+        vocab: &Vocabulary,
+    ) -> Result<Option<Query<'_>>, EngineError> {
+        self.memory()?;
+        let batch = memory_batch(vectors, vocab, self.timestep, self.times)?;
+        let memory = self.memory.as_deref().expect("checked above");
+        Ok(Some(searcher(memory, &self.batch.insert(batch).0)))
+    }
+
+    /// The leader combines the search's answer; a replica only takes part.
+    fn answer(&mut self, _near: Vec<Option<Neighbour>>) {
+        self.searched = true;
     }
 }
 

@@ -5,7 +5,8 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use novad_models::l1::replicate::{
-    CodingJob, Found, MemorySearch, Replication, ShardOutput, ShardTerms, TermJob, Updated,
+    CodedAndFound, CodingJob, Found, MemorySearch, Query, Replication, ShardOutput, ShardTerms,
+    TermJob, Updated,
 };
 use novad_models::l1::Model;
 use novad_models::memory::{DocMemory, Floor, MemoryError, Neighbour};
@@ -13,9 +14,10 @@ use novad_models::model::{EngineError, Judge, Judgement};
 use novad_models::{Engine, StepOutput};
 
 use super::net::Gather;
+use super::pool::{code_and_search, tokenise};
 use super::protocol::{
-    coding_shards, decode, encode, finds, finish_found, gather_outputs, gather_terms, memory_share,
-    search_round, term_shards, vocab_mark, Lead, LeadTerms, RemoteJudge, ReplicaSide, Reply,
+    decode, encode, finds, finish_found, memory_share, query_of, search_round, Lead, LeadTerms,
+    RemoteJudge, ReplicaSide, Reply,
 };
 use super::ClusterError;
 use crate::ingest::{Batch, Before, Replicas};
@@ -171,10 +173,14 @@ impl Leader {
             terms_seconds = format!("{:.4}", f.terms_seconds),
             terms_exchange_seconds = format!("{:.4}", f.terms_exchange_seconds),
             terms_bytes = f.terms_bytes,
+            terms_shards = f.terms_shards,
             code_seconds = format!("{:.4}", f.code_seconds),
             exchange_seconds = format!("{:.4}", f.exchange_seconds),
             outputs_bytes = f.outputs_bytes,
             codes_bytes = f.codes_bytes,
+            shards_coded = f.shards_coded,
+            shards_taken = f.shards_taken,
+            shards_filled = f.shards_filled,
             search_seconds = format!("{:.4}", f.search_seconds),
             search_own_seconds = format!("{:.4}", f.search_own_seconds),
             search_bytes = f.search_bytes,
@@ -258,19 +264,29 @@ fn waited_since(gather: &RefCell<Gather>, last: &mut f64) -> f64 {
 struct Figures {
     /// Tokenising and resolving the leader's own shards' documents.
     terms_seconds: f64,
+    /// Shards the leader tokenised.
+    terms_shards: usize,
     /// Waiting for the terms round to complete.
     terms_exchange_seconds: f64,
     /// Bytes of the terms round sent and received over the network.
     terms_bytes: u64,
-    /// Coding the leader's own shards and their parts of the OIADMM sum.
+    /// Coding: the leader's hand and the shards it took from others'.
     code_seconds: f64,
-    /// Waiting for the coding round to complete (the slowest worker, and the transfer).
+    /// The coding round after the leader's last shard: waiting for the others' outputs, and
+    /// the transfer.
     exchange_seconds: f64,
-    /// Bytes of the coding round the leader sent and received over the network.
+    /// Bytes the leader sent and received over the network in the coding and the search
+    /// rounds that run it (claims, outputs, the search's parts).
     outputs_bytes: u64,
     /// Encoded size of every worker's contribution to the coding round: the volume
     /// all-gathered (each worker receives all but its own).
     codes_bytes: u64,
+    /// Shards the leader coded.
+    shards_coded: usize,
+    /// Of those, shards of the replicas' hands.
+    shards_taken: usize,
+    /// Of those, shards coded while waiting for a search round.
+    shards_filled: usize,
     /// Bytes of the judgement round sent over the network.
     judgement_bytes: u64,
     /// The hybrid detector's search round: the leader's own search and the exchange.
@@ -295,7 +311,7 @@ struct LeaderSide {
     timestep: u64,
     /// The leader has the hybrid detector (the steps have search and judgement rounds).
     judged: bool,
-    /// How much of the step's tokenising the leader does ([`term_shards`]).
+    /// How much of the step's tokenising the leader does ([`term_deal`](super::protocol::term_deal)).
     lead_terms: LeadTerms,
     /// The next batch, read meanwhile: sent out with the update, as the next step.
     next: Option<Batch>,
@@ -335,36 +351,50 @@ fn metered<T>(gather: &RefCell<Gather>, f: impl FnOnce() -> T) -> Metered<T> {
 
 impl Replication for LeaderSide {
     fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
-        let t0 = Instant::now();
-        let outs = {
-            let g = self.gather.borrow();
-            job.run(&term_shards(job, g.index(), g.peers(), self.lead_terms))
-        };
-        self.figures.terms_seconds = t0.elapsed().as_secs_f64();
-        let round = self.round(&Lead::Terms {
-            vocab: vocab_mark(job),
-            outs,
-        });
-        self.figures.terms_exchange_seconds = round.seconds;
-        self.figures.terms_bytes = round.bytes;
-        let (lead, replies) = decode(&round.value)?;
-        gather_terms(lead, replies, job.timestep)
+        let (outs, pool) = tokenise(&self.gather, job, self.lead_terms)?;
+        let f = &mut self.figures;
+        f.terms_seconds = pool.code_seconds;
+        f.terms_exchange_seconds = pool.exchange_seconds;
+        f.terms_bytes = pool.outputs_bytes;
+        f.terms_shards = pool.coded;
+        Ok(outs)
     }
 
     fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
-        let t0 = Instant::now();
-        let outs = {
-            let g = self.gather.borrow();
-            job.run(&coding_shards(job, g.index(), g.peers()))
-        };
-        self.figures.code_seconds = t0.elapsed().as_secs_f64();
-        let round = self.round(&Lead::Shards(outs));
-        self.figures.exchange_seconds = round.seconds;
-        self.figures.outputs_bytes = round.bytes;
-        let (lead, replies) = decode(&round.value)?;
-        let all = gather_outputs(lead, replies, job.timestep)?;
-        self.figures.codes_bytes = round.value.iter().map(|b| b.len() as u64).sum();
-        Ok(all)
+        Ok(self.code_and_search(job, None)?.0)
+    }
+
+    fn code_and_search(
+        &mut self,
+        job: &CodingJob<'_>,
+        query: Option<&Query<'_>>,
+    ) -> Result<CodedAndFound, EngineError> {
+        let own = std::cell::Cell::new(0.0);
+        let timed = query.map(|q| {
+            let search = |at: &[(usize, Option<Floor>)]| {
+                let t = Instant::now();
+                let near = (q.search)(at);
+                own.set(own.get() + t.elapsed().as_secs_f64());
+                near
+            };
+            (q.n, q.memory, q.shards, search)
+        });
+        let timed = timed.as_ref().map(|(n, memory, shards, search)| {
+            query_of(*n, *memory, *shards, search as &MemorySearch<'_>)
+        });
+        let (out, pool) = code_and_search(&self.gather, job, timed.as_ref())?;
+        let f = &mut self.figures;
+        f.search_seconds = pool.search_seconds;
+        f.search_own_seconds = own.get();
+        f.code_seconds = pool.code_seconds;
+        f.exchange_seconds = pool.exchange_seconds;
+        f.search_bytes = pool.search_bytes;
+        f.outputs_bytes = pool.outputs_bytes;
+        f.codes_bytes = pool.codes_bytes;
+        f.shards_coded = pool.coded;
+        f.shards_taken = pool.taken;
+        f.shards_filled = pool.filled;
+        Ok(out)
     }
 
     fn nearest(
@@ -381,8 +411,9 @@ impl Replication for LeaderSide {
             own.set(own.get() + t.elapsed().as_secs_f64());
             near
         };
+        let q = query_of(n, memory, shards, &timed);
         let near = metered(&self.gather, || {
-            search_round(&self.gather, n, self.timestep, memory, shards, &timed)
+            search_round(&self.gather, self.timestep, &q, &mut || Ok(()))
         });
         self.figures.search_seconds = near.seconds;
         self.figures.search_own_seconds = own.get();
@@ -522,12 +553,16 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                     gather: Rc::clone(&gather),
                     timestep,
                     lead_terms,
+                    terms: Default::default(),
+                    coding: Default::default(),
                 };
                 let mut remote = RemoteJudge {
                     gather: Rc::clone(&gather),
                     memory: memory.as_mut(),
                     timestep,
                     times: &times,
+                    batch: None,
+                    searched: false,
                 };
                 let judge: Option<&mut dyn Judge> = if judged { Some(&mut remote) } else { None };
                 let t0 = Instant::now();
@@ -540,6 +575,11 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                             step_seconds = format!("{:.4}", t0.elapsed().as_secs_f64()),
                             vectorize_seconds = format!("{:.4}", s.seconds_vectorize),
                             coding_seconds = format!("{:.4}", s.seconds_coding),
+                            terms_shards = side.terms.coded,
+                            code_seconds = format!("{:.4}", side.coding.code_seconds),
+                            shards_coded = side.coding.coded,
+                            shards_taken = side.coding.taken,
+                            shards_filled = side.coding.filled,
                             topics_seconds = format!("{:.4}", s.seconds_topics),
                             update_seconds = format!("{:.4}", s.seconds_update),
                             memory_docs = memory.as_ref().map_or(0, DocMemory::len),

@@ -14,18 +14,18 @@ use rayon::prelude::*;
 use thiserror::Error;
 
 use crate::dnmf::{DnmfModel, DnmfParams};
-use crate::l1::replicate::{Local, Replication};
+use crate::l1::replicate::{Local, Query, Replication};
 use crate::l1::{Model, Params};
 use crate::memory::{
-    DocRef, Floor, Hybrid, HybridDoc, HybridParams, HybridStep, MemoryError, PartsDelta, Share,
-    TermVector, DOC_PARTS_PREFIX,
+    DocMemory, DocRef, Floor, Hybrid, HybridDoc, HybridParams, HybridStep, MemoryError, Neighbour,
+    PartsDelta, Share, TermVector, DOC_PARTS_PREFIX,
 };
 use crate::model::{
     params_image, parts_digest_bytes, EngineError, Judge, Judgement, ModelKind, ParamsError,
     PartsModel, Scored, StepOutput,
 };
 use crate::ostc::{OstcModel, OstcParams};
-use crate::text::Vocabulary;
+use crate::text::{SparseDoc, Vocabulary};
 
 /// A parameter set that does not decode.
 #[derive(Debug, Error)]
@@ -215,37 +215,79 @@ struct HybridJudge<'a> {
     times: &'a [i64],
     step: Option<HybridStep>,
     seconds: f64,
+    /// The batch as the memory sees it, once [`Judge::query`] asked for its search.
+    batch: Option<MemoryBatch>,
+    /// The answer to that search, once given.
+    near: Option<Vec<Option<Neighbour>>>,
 }
+
+/// A batch as the hybrid detector's memory sees it ([`memory_batch`]).
+pub type MemoryBatch = (Vec<TermVector>, Vec<DocRef>);
 
 /// The batch as the hybrid detector's memory sees it: each document's term vector (keyed by
 /// term, so independent of the model's term ids) and its reference, in batch order. Fails when
 /// `times` does not have one entry per document.
 pub fn memory_batch(
-    b: &Scored,
+    vectors: &[SparseDoc],
+    vocab: &Vocabulary,
     timestep: u64,
     times: &[i64],
-) -> Result<(Vec<TermVector>, Vec<DocRef>), EngineError> {
-    let vectors: Vec<TermVector> = b
-        .vectors
+) -> Result<MemoryBatch, EngineError> {
+    let keyed: Vec<TermVector> = vectors
         .par_iter()
-        .map(|v| TermVector::from_keyed(v, |id| b.vocab.key(id)))
+        .map(|v| TermVector::from_keyed(v, |id| vocab.key(id)))
         .collect();
-    if vectors.len() != b.scores.len() || times.len() != b.scores.len() {
+    if times.len() != vectors.len() {
         return Err(EngineError::Inconsistent(format!(
-            "{} vectors and {} times for {} documents",
-            vectors.len(),
+            "{} times for {} documents",
             times.len(),
-            b.scores.len()
+            vectors.len()
         )));
     }
-    let refs = (0..vectors.len())
+    let refs = (0..keyed.len())
         .map(|i| DocRef {
             timestep,
             seq: i as u32,
             time: times[i],
         })
         .collect();
-    Ok((vectors, refs))
+    Ok((keyed, refs))
+}
+
+/// The memory batch of `b`: the one `prepared` for its search when there is one, else made
+/// now; checked to have one document per score.
+pub fn scored_batch(
+    b: &Scored,
+    prepared: Option<MemoryBatch>,
+    timestep: u64,
+    times: &[i64],
+) -> Result<MemoryBatch, EngineError> {
+    let batch = match prepared {
+        Some(p) => p,
+        None => memory_batch(b.vectors, b.vocab, timestep, times)?,
+    };
+    if batch.0.len() != b.scores.len() {
+        return Err(EngineError::Inconsistent(format!(
+            "{} vectors for {} scores",
+            batch.0.len(),
+            b.scores.len()
+        )));
+    }
+    Ok(batch)
+}
+
+/// The search of `memory` for the documents of `batch` at the given positions (see
+/// [`MemorySearch`]).
+pub fn searcher<'a>(memory: &'a DocMemory, batch: &'a [TermVector]) -> Query<'a> {
+    Query {
+        n: batch.len(),
+        memory: memory.mark(),
+        shards: memory.share().mask(),
+        search: Box::new(move |at: &[(usize, Option<Floor>)]| {
+            let qs: Vec<_> = at.iter().map(|&(j, f)| (&batch[j], f)).collect();
+            memory.nearest_batch_above(&qs)
+        }),
+    }
 }
 
 impl Judge for HybridJudge<'_> {
@@ -253,21 +295,23 @@ impl Judge for HybridJudge<'_> {
         self.judge_shared(b, &mut Local)
     }
 
-    /// The memory's search goes through `rep` (shared out by memory shard in a cluster);
-    /// fusion, the threshold and the plan are the leader's.
+    /// The memory's search goes through `rep` (shared out by memory shard in a cluster),
+    /// unless it ran with the coding ([`Judge::query`]); fusion, the threshold and the plan
+    /// are the leader's.
     fn judge_shared(
         &mut self,
         b: &Scored,
         rep: &mut dyn Replication,
     ) -> Result<Judgement, EngineError> {
         let t0 = Instant::now();
-        let (vectors, refs) = memory_batch(b, self.timestep, self.times)?;
-        let memory = self.hybrid.memory();
-        let search = |at: &[(usize, Option<Floor>)]| {
-            let qs: Vec<_> = at.iter().map(|&(j, f)| (&vectors[j], f)).collect();
-            memory.nearest_batch_above(&qs)
+        let (vectors, refs) = scored_batch(b, self.batch.take(), self.timestep, self.times)?;
+        let near = match self.near.take() {
+            Some(near) => near,
+            None => {
+                let q = searcher(self.hybrid.memory(), &vectors);
+                rep.nearest(q.n, q.memory, q.shards, &*q.search)?
+            }
         };
-        let near = rep.nearest(vectors.len(), memory.mark(), memory.share().mask(), &search)?;
         let docs: Vec<HybridDoc> = vectors
             .iter()
             .zip(refs)
@@ -287,8 +331,26 @@ impl Judge for HybridJudge<'_> {
             threshold: step.threshold,
         };
         self.step = Some(step);
-        self.seconds = t0.elapsed().as_secs_f64();
+        self.seconds += t0.elapsed().as_secs_f64();
         Ok(j)
+    }
+
+    /// The search of the memory, run with the coding (its time is the coding's; the judge's
+    /// seconds count the batch's term vectors).
+    fn query(
+        &mut self,
+        vectors: &[SparseDoc],
+        vocab: &Vocabulary,
+    ) -> Result<Option<Query<'_>>, EngineError> {
+        let t0 = Instant::now();
+        let batch = memory_batch(vectors, vocab, self.timestep, self.times)?;
+        self.seconds += t0.elapsed().as_secs_f64();
+        let memory = self.hybrid.memory();
+        Ok(Some(searcher(memory, &self.batch.insert(batch).0)))
+    }
+
+    fn answer(&mut self, near: Vec<Option<Neighbour>>) {
+        self.near = Some(near);
     }
 }
 
@@ -477,6 +539,8 @@ impl Engine {
             times,
             step: None,
             seconds: 0.0,
+            batch: None,
+            near: None,
         });
         let j: Option<&mut dyn Judge> = judge.as_mut().map(|j| j as &mut dyn Judge);
         let (model, out) = match &self.model {

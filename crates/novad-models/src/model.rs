@@ -157,6 +157,23 @@ pub trait Judge {
     ) -> Result<Judgement, EngineError> {
         self.judge(batch)
     }
+
+    /// The search this judge needs of the batch (its vectors, ids in the vocabulary after
+    /// observing it) before it judges, for a step that runs it with its coding
+    /// ([`crate::l1::replicate::Replication::code_and_search`]); the answer comes back by
+    /// [`Self::answer`] before the judgement. `None` (the default): the judge searches, if at
+    /// all, when it judges.
+    fn query(
+        &mut self,
+        _vectors: &[SparseDoc],
+        _vocab: &Vocabulary,
+    ) -> Result<Option<crate::l1::replicate::Query<'_>>, EngineError> {
+        Ok(None)
+    }
+
+    /// The answer to the search of [`Self::query`]: each document's nearest remembered
+    /// document, in batch order.
+    fn answer(&mut self, _near: Vec<Option<crate::memory::Neighbour>>) {}
 }
 
 /// The judgement of `judge`, or `own` when there is none; checks the judge's answer has one

@@ -4,7 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use novad_models::memory::{HybridParams, HybridVerdict, MemoryParams};
+use novad_models::l1::dictionary::LOGICAL_SHARDS;
+use novad_models::l1::replicate::{
+    CodedAndFound, CodingJob, Local, Query, Replication, ShardOutput, ShardTerms, TermJob,
+};
+use novad_models::memory::{Floor, HybridParams, HybridVerdict, MemoryParams};
+use novad_models::model::EngineError;
 use novad_models::{Engine, ModelParams, Params, StepOutput, INCREMENTAL_PREFIX};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -345,4 +350,73 @@ fn a_memory_that_holds_some_shards_only_does_not_step_alone() {
         .to_string();
     assert!(e.contains("indexes only some logical shards"), "{e}");
     assert!(!whole.verdicts.is_empty());
+}
+
+/// Tokenises and codes every shard here, but is not `Local`: the step hands its judge's search
+/// to [`Replication::code_and_search`] with the coding, as a cluster's step does. Answers it
+/// here, in the given order, and counts the searches handed over.
+struct Apart {
+    queries: usize,
+}
+
+impl Replication for Apart {
+    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
+        Ok(job.run(&(0..LOGICAL_SHARDS).collect::<Vec<_>>()))
+    }
+    fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
+        Ok(job.run(&(0..LOGICAL_SHARDS).collect::<Vec<_>>()))
+    }
+    fn code_and_search(
+        &mut self,
+        job: &CodingJob<'_>,
+        query: Option<&Query<'_>>,
+    ) -> Result<CodedAndFound, EngineError> {
+        let near = query.map(|q| {
+            self.queries += 1;
+            // the second half of the batch first: the answer is by position, whatever the order
+            let mut at: Vec<(usize, Option<Floor>)> = (0..q.n).map(|j| (j, None)).collect();
+            at.rotate_left(q.n / 2);
+            let found = (q.search)(&at);
+            let mut near = vec![None; q.n];
+            for ((j, _), x) in at.into_iter().zip(found) {
+                near[j] = x;
+            }
+            near
+        });
+        Ok((self.code(job)?, near))
+    }
+}
+
+/// A step whose judge's search runs with the coding (a replication that is not `Local`) scores,
+/// flags, explains and leads to the same state as the single-node step, bit for bit.
+#[test]
+fn the_search_run_with_the_coding_gives_the_single_node_step() {
+    let stream = capped_stream(7, 10);
+    let mut local = Engine::new(capped_params(40)).unwrap();
+    let mut apart = Engine::new(capped_params(40)).unwrap();
+    let mut rep = Apart { queries: 0 };
+    for (t, b) in stream.iter().enumerate() {
+        let texts: Vec<&str> = b.iter().map(|d| d.0.as_str()).collect();
+        let times: Vec<i64> = (0..texts.len())
+            .map(|i| 1000 * t as i64 + i as i64)
+            .collect();
+        let (l, lo) = local
+            .step_at_moving_replicated(&texts, &times, &mut Local)
+            .unwrap();
+        let (a, ao) = apart
+            .step_at_moving_replicated(&texts, &times, &mut rep)
+            .unwrap();
+        let v = |o: &StepOutput| -> Vec<(u64, bool)> {
+            o.verdicts
+                .iter()
+                .map(|v| (v.score.to_bits(), v.novel))
+                .collect()
+        };
+        assert_eq!(v(&lo), v(&ao), "timestep {t}");
+        assert_eq!(lo.hybrid, ao.hybrid, "timestep {t}");
+        assert_eq!(l.to_bytes(), a.to_bytes(), "timestep {t}");
+        (local, apart) = (l, a);
+    }
+    // every step codes (the first one after learning its atoms), and hands its search over
+    assert_eq!(rep.queries, stream.len());
 }

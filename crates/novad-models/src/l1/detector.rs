@@ -338,8 +338,9 @@ impl Model {
             let dense = bootstrap(&vectors, m, p.k, &p.coding, &p.bootstrap, p.seed);
             dict = Dictionary::from_dense(dense.view());
         }
+        let mut judge = judge;
         let codes = if bootstrapped {
-            self.code(&vectors, &dict, rep)?
+            self.code(&vectors, &vocab, &dict, judge.as_deref_mut(), rep)?
         } else {
             vectors.iter().map(uncoded).collect()
         };
@@ -568,10 +569,14 @@ impl Model {
 
     /// The codes of the batch against `dict`, in batch order, computed by logical shard by
     /// `rep` and checked to fit.
+    /// The batch's codes, by `rep`; when `rep` is not [`Local`], the search `judge` asks for
+    /// runs with the coding and its answer goes back to the judge.
     fn code(
         &self,
         vectors: &[SparseDoc],
+        vocab: &Vocabulary,
         dict: &Dictionary,
+        judge: Option<&mut (dyn Judge + '_)>,
         rep: &mut dyn Replication,
     ) -> Result<Vec<Code>, EngineError> {
         let job = CodingJob {
@@ -580,7 +585,18 @@ impl Model {
             dict,
             coding: &self.params.coding,
         };
-        let outs = rep.code(&job)?;
+        let outs = match judge {
+            Some(j) if !rep.is_local() => {
+                let query = j.query(vectors, vocab)?;
+                let (outs, near) = rep.code_and_search(&job, query.as_ref())?;
+                drop(query);
+                if let Some(near) = near {
+                    j.answer(near);
+                }
+                outs
+            }
+            _ => rep.code(&job)?,
+        };
         job.assemble(outs)
     }
 

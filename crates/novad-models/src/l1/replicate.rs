@@ -51,7 +51,7 @@ pub struct ShardOutput {
     pub codes: Vec<Code>,
 }
 
-impl CodingJob<'_> {
+impl<'a> CodingJob<'a> {
     /// The predicted cost of coding each logical shard, for dealing the shards out evenly
     /// ([`crate::l1::dictionary::deal`]): per document, the entries of Â in its terms' rows
     /// times √(its terms). Coding a document gathers those rows, screens the atoms and runs
@@ -79,10 +79,20 @@ impl CodingJob<'_> {
     /// Code the documents of `shards` (in parallel on the rayon pool; each code is a function
     /// of the job and its document only).
     pub fn run(&self, shards: &[usize]) -> Vec<ShardOutput> {
-        let cd = CodingDict::new(self.dict, self.coding.step);
+        self.run_on(&self.prepare(), shards)
+    }
+
+    /// The dictionary prepared for coding ([`CodingDict::new`], O(non-zeros of Â)), for
+    /// several calls of [`Self::run_on`].
+    pub fn prepare(&self) -> CodingDict<'a> {
+        CodingDict::new(self.dict, self.coding.step)
+    }
+
+    /// [`Self::run`] over `cd`, the job's dictionary prepared by [`Self::prepare`].
+    pub fn run_on(&self, cd: &CodingDict<'_>, shards: &[usize]) -> Vec<ShardOutput> {
         per_shard(self.vectors.len(), shards, |at| {
             at.par_iter()
-                .map(|&j| code_document(&cd, &self.vectors[j], self.coding))
+                .map(|&j| code_document(cd, &self.vectors[j], self.coding))
                 .collect()
         })
         .into_iter()
@@ -245,6 +255,20 @@ pub struct Updated {
 /// [`crate::memory::DocMemory::nearest_above`]), in the order asked.
 pub type MemorySearch<'a> = dyn Fn(&[(usize, Option<Floor>)]) -> Vec<Option<Neighbour>> + 'a;
 
+/// A judge's search of a step's batch ([`Judge::query`]), as [`Replication::nearest`] takes
+/// it: the batch's `n` documents, the mark and the logical-shard mask of the memory searched,
+/// and the search itself.
+pub struct Query<'a> {
+    pub n: usize,
+    pub memory: [u64; 3],
+    pub shards: u64,
+    pub search: Box<MemorySearch<'a>>,
+}
+
+/// Every shard's outputs of a step's coding, and the nearest remembered document of each of
+/// its documents when its judge asked for a search ([`Replication::code_and_search`]).
+pub type CodedAndFound = (Vec<ShardOutput>, Option<Vec<Option<Neighbour>>>);
+
 /// How a step's tokenising, coding and more are shared among replicas of the model.
 pub trait Replication {
     /// Every logical shard's documents tokenised and resolved for `job` (in any order; the
@@ -254,6 +278,25 @@ pub trait Replication {
     /// The outputs of every logical shard for `job` (in any order; the step checks and
     /// assembles them). Called at most once per step, only once the model is bootstrapped.
     fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError>;
+
+    /// [`Self::code`] for `job` and, when the step's judge asked for a search
+    /// ([`Judge::query`]), [`Self::nearest`] for `query`: every shard's outputs and, with a
+    /// query, the nearest remembered document of each document in batch order. Called instead
+    /// of [`Self::code`] when this is not [`Local`] (a single node keeps the search in the
+    /// judgement's time). By default one, then the other; a cluster codes while it waits for
+    /// the other workers' parts of the search.
+    fn code_and_search(
+        &mut self,
+        job: &CodingJob<'_>,
+        query: Option<&Query<'_>>,
+    ) -> Result<CodedAndFound, EngineError> {
+        let outs = self.code(job)?;
+        let near = match query {
+            Some(q) => Some(self.nearest(q.n, q.memory, q.shards, &*q.search)?),
+            None => None,
+        };
+        Ok((outs, near))
+    }
 
     /// Told the judge's decision when the step has a judge (called right after it, once per
     /// step), so that a leader can pass it on to replicas that have no judge of their own.

@@ -1,0 +1,452 @@
+//! A step's coding shared out among the workers by work stealing, and run in the waits of the
+//! hybrid detector's search.
+//!
+//! Every worker deals the same hands of logical shards from the same job
+//! ([`super::protocol::coding_deal`]). A worker codes its hand from the front, and announces
+//! every shard it is about to code with a claim ([`Gather::notify`]). It codes its hand while
+//! it waits for the other workers' parts of the search rounds, instead of waiting idle. Once
+//! its hand is done it takes unclaimed shards from the back of the hand with the most left,
+//! until every shard is claimed as far as it knows, and only then contributes what it coded to
+//! the coding round. Workers that run at different speeds (another program on one core, a
+//! batch whose documents cost more than predicted) thus end the search and the coding at about
+//! the same time.
+//!
+//! Nobody waits for a claim, so nothing can deadlock; every claimed shard is coded by its
+//! claimant, so when every shard is claimed every shard is coded. Two workers that claim the
+//! same shard at the same moment both code it, with the same codes (a code is a function of
+//! the job and its document only); the round keeps one ([`merge`]).
+
+use std::cell::RefCell;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use novad_models::l1::coding::CodingDict;
+use novad_models::l1::dictionary::LOGICAL_SHARDS;
+use novad_models::l1::replicate::{
+    CodedAndFound, CodingJob, Query, ShardOutput, ShardTerms, TermJob,
+};
+use novad_models::model::EngineError;
+
+use super::net::Gather;
+use super::protocol::{
+    broken, coding_deal, decode, encode, gather_outputs, gather_terms, search_round,
+    shards_message, term_deal, terms_message, vocab_mark, LeadTerms,
+};
+
+/// A worker's announcement that it codes `shard` in the step whose coding began at gather
+/// round `key` (so that claims left over from an abandoned step are not taken for this one's).
+#[derive(Serialize, Deserialize)]
+struct Claim {
+    key: u64,
+    shard: u32,
+}
+
+/// What a worker's part of a step's coding and search cost it.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct PoolFigures {
+    /// Seconds spent coding (its hand and the shards it took).
+    pub code_seconds: f64,
+    /// Shards it coded, of its own hand and of others'.
+    pub coded: usize,
+    /// Of those, shards of other workers' hands.
+    pub taken: usize,
+    /// Of those, shards coded while waiting for a search round.
+    pub filled: usize,
+    /// Seconds from the start of the search to the end of its last round.
+    pub search_seconds: f64,
+    /// Bytes sent and received over the network meanwhile (the search's parts, the claims).
+    pub search_bytes: u64,
+    /// Bytes sent and received over the network after the search (the claims, the outputs).
+    pub outputs_bytes: u64,
+    /// Seconds in the coding round after the last shard this worker coded: the wait for the
+    /// others' outputs, and the transfer.
+    pub exchange_seconds: f64,
+    /// Encoded size of every worker's contribution to the coding round: the volume
+    /// all-gathered (each worker receives all but its own).
+    pub codes_bytes: u64,
+}
+
+/// Work shared out by logical shard: one shard's output, a function of the shard alone.
+pub(super) trait Work {
+    type Out: PartialEq;
+    /// The output of logical shard `shard`.
+    fn run(&self, shard: usize) -> Self::Out;
+    /// The shard an output is of.
+    fn shard(out: &Self::Out) -> u32;
+}
+
+/// The coding of a step's batch.
+struct Coding<'j, 'a> {
+    job: &'j CodingJob<'a>,
+    dict: CodingDict<'a>,
+}
+
+impl Work for Coding<'_, '_> {
+    type Out = ShardOutput;
+    fn run(&self, shard: usize) -> ShardOutput {
+        let mut outs = self.job.run_on(&self.dict, &[shard]);
+        outs.pop().expect("one output per shard")
+    }
+    fn shard(out: &ShardOutput) -> u32 {
+        out.shard
+    }
+}
+
+/// The tokenising of a step's batch.
+struct Terms<'j, 'a>(&'j TermJob<'a>);
+
+impl Work for Terms<'_, '_> {
+    type Out = ShardTerms;
+    fn run(&self, shard: usize) -> ShardTerms {
+        let mut outs = self.0.run(&[shard]);
+        outs.pop().expect("one output per shard")
+    }
+    fn shard(out: &ShardTerms) -> u32 {
+        out.shard
+    }
+}
+
+/// One worker's view of work shared out by logical shard.
+pub(super) struct Pool<W: Work> {
+    work: W,
+    /// Every worker's hand, increasing.
+    hands: Vec<Vec<usize>>,
+    me: usize,
+    key: u64,
+    /// The shards claimed so far, as this worker knows.
+    claimed: [bool; LOGICAL_SHARDS],
+    outs: Vec<W::Out>,
+    pub figures: PoolFigures,
+}
+
+impl<W: Work> Pool<W> {
+    /// The pool of `work` dealt out in `hands` for the worker of `g`, before any round of
+    /// the work (every worker is then at the same round, the work's key).
+    pub fn new(work: W, hands: Vec<Vec<usize>>, g: &Gather) -> Self {
+        Pool {
+            work,
+            hands,
+            me: g.index(),
+            key: g.next_round(),
+            claimed: [false; LOGICAL_SHARDS],
+            outs: Vec::new(),
+            figures: PoolFigures::default(),
+        }
+    }
+
+    /// Take in the claims the other workers sent so far.
+    fn hear(&mut self, g: &mut Gather) -> Result<(), EngineError> {
+        for (from, bytes) in g.notices() {
+            let c: Claim = postcard::from_bytes(&bytes)
+                .map_err(|e| broken(format!("undecodable claim from worker {from}: {e}")))?;
+            if c.key == self.key {
+                let slot = self.claimed.get_mut(c.shard as usize).ok_or_else(|| {
+                    broken(format!(
+                        "worker {from} claims shard {}: no such shard",
+                        c.shard
+                    ))
+                })?;
+                *slot = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// The first unclaimed shard of this worker's hand.
+    fn next_own(&self) -> Option<usize> {
+        let hand = self.hands.get(self.me)?;
+        hand.iter().copied().find(|&s| !self.claimed[s])
+    }
+
+    /// The last unclaimed shard of the hand with the most unclaimed shards (the first such
+    /// hand on a tie), when this worker's own is done.
+    fn next_taken(&self) -> Option<usize> {
+        let left = |h: &Vec<usize>| h.iter().filter(|&&s| !self.claimed[s]).count();
+        let (_, hand) = self
+            .hands
+            .iter()
+            .map(|h| (left(h), h))
+            .filter(|&(n, _)| n > 0)
+            .fold(
+                None,
+                |best: Option<(usize, &Vec<usize>)>, (n, h)| match best {
+                    Some((b, _)) if b >= n => best,
+                    _ => Some((n, h)),
+                },
+            )?;
+        hand.iter().rev().copied().find(|&s| !self.claimed[s])
+    }
+
+    /// Claim `shard` (telling every other worker) and run it.
+    fn run(&mut self, g: &mut Gather, shard: usize) {
+        self.claimed[shard] = true;
+        g.notify(encode(&Claim {
+            key: self.key,
+            shard: shard as u32,
+        }));
+        let t0 = Instant::now();
+        self.outs.push(self.work.run(shard));
+        self.figures.code_seconds += t0.elapsed().as_secs_f64();
+        self.figures.coded += 1;
+        if !self.hands.get(self.me).is_some_and(|h| h.contains(&shard)) {
+            self.figures.taken += 1;
+        }
+    }
+
+    /// Run shards (of this worker's hand first) until the oldest open round of `g` is
+    /// complete.
+    fn fill(&mut self, g: &mut Gather) -> Result<(), EngineError> {
+        while !g.ready() {
+            self.hear(g)?;
+            let Some(s) = self.next_own().or_else(|| self.next_taken()) else {
+                break;
+            };
+            self.run(g, s);
+            self.figures.filled += 1;
+        }
+        Ok(())
+    }
+
+    /// Run shards until every shard is claimed.
+    fn drain(&mut self, g: &mut Gather) -> Result<(), EngineError> {
+        loop {
+            self.hear(g)?;
+            match self.next_own().or_else(|| self.next_taken()) {
+                Some(s) => self.run(g, s),
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Run shards until every shard is claimed, then contribute this worker's outputs (made
+    /// into its message by `message`) to the next round and finish it.
+    pub fn finish(
+        &mut self,
+        g: &mut Gather,
+        message: impl FnOnce(Vec<W::Out>) -> Vec<u8>,
+    ) -> Result<Vec<Vec<u8>>, EngineError> {
+        self.drain(g)?;
+        let t0 = Instant::now();
+        let round = g.round(message(std::mem::take(&mut self.outs)));
+        self.figures.exchange_seconds = t0.elapsed().as_secs_f64();
+        Ok(round)
+    }
+}
+
+/// A step's coding of `job` and, with `query`, its search, on any worker of `gather`: every
+/// shard's outputs (each once, whoever coded it) and, with a query, the nearest remembered
+/// document of each document ([`search_round`]). The worker codes its hand in the waits of
+/// the search rounds and takes shards from the others' hands once its own is done (see the
+/// module's documentation).
+pub(super) fn code_and_search(
+    gather: &RefCell<Gather>,
+    job: &CodingJob<'_>,
+    query: Option<&Query<'_>>,
+) -> Result<(CodedAndFound, PoolFigures), EngineError> {
+    let coding = Coding {
+        job,
+        dict: job.prepare(),
+    };
+    let mut pool = Pool::new(
+        coding,
+        coding_deal(job, gather.borrow().peers()),
+        &gather.borrow(),
+    );
+    let traffic = || gather.borrow().traffic();
+    let bytes0 = traffic();
+    let t0 = Instant::now();
+    let near = match query {
+        Some(q) => {
+            let mut fill = || pool.fill(&mut gather.borrow_mut());
+            let near = search_round(gather, job.timestep, q, &mut fill)?;
+            Some(near)
+        }
+        None => None,
+    };
+    pool.figures.search_seconds = t0.elapsed().as_secs_f64();
+    let bytes1 = traffic();
+    pool.figures.search_bytes = bytes1 - bytes0;
+    let index = pool.me;
+    let round = pool.finish(&mut gather.borrow_mut(), |outs| {
+        shards_message(index, job.timestep, outs)
+    })?;
+    pool.figures.outputs_bytes = traffic() - bytes1;
+    pool.figures.codes_bytes = round.iter().map(|b| b.len() as u64).sum();
+    let (lead, replies) = decode(&round)?;
+    let outs = merge::<Coding>(gather_outputs(lead, replies, job.timestep)?)?;
+    Ok(((outs, near), pool.figures))
+}
+
+/// A step's tokenising of `job` on any worker of `gather`: every shard's resolved terms, each
+/// once, whoever worked it out. The shards are dealt out as [`term_deal`] deals them with the
+/// leader's part `lead`; a worker that is done takes shards from the others' hands.
+pub(super) fn tokenise(
+    gather: &RefCell<Gather>,
+    job: &TermJob<'_>,
+    lead: LeadTerms,
+) -> Result<(Vec<ShardTerms>, PoolFigures), EngineError> {
+    let (index, peers) = {
+        let g = gather.borrow();
+        (g.index(), g.peers())
+    };
+    let hands = term_deal(&job.shard_costs(), peers, lead);
+    let mut pool = Pool::new(Terms(job), hands, &gather.borrow());
+    let traffic = || gather.borrow().traffic();
+    let bytes0 = traffic();
+    let vocab = vocab_mark(job);
+    let message = |outs| terms_message(index, job.timestep, vocab, outs);
+    if index > 0 {
+        // a replica that works out every shard itself (the leader busy with the last
+        // timestep's records) needs no one's terms: it goes on at once and leaves the round
+        // open (the leader checks it)
+        pool.drain(&mut gather.borrow_mut())?;
+        if pool.outs.len() == LOGICAL_SHARDS {
+            let outs = std::mem::take(&mut pool.outs);
+            gather.borrow_mut().begin(message(outs.clone()));
+            return Ok((merge::<Terms>(outs)?, pool.figures));
+        }
+    }
+    let round = pool.finish(&mut gather.borrow_mut(), message)?;
+    pool.figures.outputs_bytes = traffic() - bytes0;
+    let (lead, replies) = decode(&round)?;
+    let outs = merge::<Terms>(gather_terms(lead, replies, job.timestep)?)?;
+    Ok((outs, pool.figures))
+}
+
+/// The outputs of a round of pooled work with every shard once: by shard, the first of those
+/// two workers computed alike. Fails when two workers' outputs of a shard differ (they are a
+/// function of the step and the shard only, so the workers' replicas of the step differ).
+pub(super) fn merge<W: Work>(mut outs: Vec<W::Out>) -> Result<Vec<W::Out>, EngineError> {
+    outs.sort_by_key(W::shard);
+    let mut kept: Vec<W::Out> = Vec::with_capacity(outs.len());
+    for o in outs {
+        match kept.last() {
+            Some(last) if W::shard(last) == W::shard(&o) => {
+                if *last != o {
+                    return Err(broken(format!(
+                        "logical shard {} was worked out twice, with different outputs",
+                        W::shard(&o)
+                    )));
+                }
+            }
+            _ => kept.push(o),
+        }
+    }
+    Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Shard s's output is (s, s²); the worker `slow` takes `pause` per shard.
+    struct Squares {
+        slow: bool,
+        pause: Duration,
+    }
+
+    impl Work for Squares {
+        type Out = (u32, u64);
+        fn run(&self, shard: usize) -> (u32, u64) {
+            if self.slow {
+                std::thread::sleep(self.pause);
+            }
+            (shard as u32, (shard * shard) as u64)
+        }
+        fn shard(out: &(u32, u64)) -> u32 {
+            out.0
+        }
+    }
+
+    /// Even shards to worker 0, odd ones to worker 1.
+    fn halves() -> Vec<Vec<usize>> {
+        (0..2)
+            .map(|w| (0..LOGICAL_SHARDS).filter(|s| s % 2 == w).collect())
+            .collect()
+    }
+
+    /// Every output of a round of [`Squares`], merged.
+    fn merged(round: &[Vec<u8>]) -> Vec<(u32, u64)> {
+        let all: Vec<(u32, u64)> = round
+            .iter()
+            .flat_map(|b| postcard::from_bytes::<Vec<(u32, u64)>>(b).unwrap())
+            .collect();
+        merge::<Squares>(all).unwrap()
+    }
+
+    /// A worker that is done takes the unclaimed shards of a slow worker's hand, and every
+    /// shard's output is in the round exactly once.
+    #[test]
+    fn a_done_worker_takes_a_slow_workers_shards_and_every_shard_is_worked_out_once() {
+        let guards = timely::execute(timely::Config::process(2), |worker| {
+            let mut g = Gather::new(worker, 2);
+            let slow = g.index() == 1;
+            let work = Squares {
+                slow,
+                pause: Duration::from_millis(5),
+            };
+            let mut pool = Pool::new(work, halves(), &g);
+            let round = pool.finish(&mut g, |outs| encode(&outs)).unwrap();
+            (merged(&round), pool.figures)
+        })
+        .unwrap();
+        let results: Vec<_> = guards.join().into_iter().map(Result::unwrap).collect();
+        let want: Vec<(u32, u64)> = (0..LOGICAL_SHARDS as u64)
+            .map(|s| (s as u32, s * s))
+            .collect();
+        for (outs, _) in &results {
+            assert_eq!(outs, &want);
+        }
+        let (fast, slow) = (results[0].1, results[1].1);
+        assert!(fast.taken > 0, "the fast worker took nothing: {fast:?}");
+        assert_eq!(slow.taken, 0, "{slow:?}");
+        assert!(fast.coded + slow.coded >= LOGICAL_SHARDS);
+        assert!(slow.coded < LOGICAL_SHARDS / 2, "{slow:?}");
+    }
+
+    /// A worker waiting for a round works meanwhile, and stops once the round is complete.
+    #[test]
+    fn a_worker_works_while_it_waits_for_a_round() {
+        let guards = timely::execute(timely::Config::process(2), |worker| {
+            let mut g = Gather::new(worker, 2);
+            let me = g.index();
+            let work = Squares {
+                slow: true,
+                pause: Duration::from_millis(3),
+            };
+            let mut pool = Pool::new(work, halves(), &g);
+            if me == 1 {
+                // worker 1 contributes late, and only then works
+                std::thread::sleep(Duration::from_millis(60));
+            }
+            g.begin(vec![me as u8]);
+            pool.fill(&mut g).unwrap();
+            let filled = pool.figures.filled;
+            let round = g.finish();
+            let outs = pool.finish(&mut g, |outs| encode(&outs)).unwrap();
+            (round, filled, merged(&outs))
+        })
+        .unwrap();
+        let results: Vec<_> = guards.join().into_iter().map(Result::unwrap).collect();
+        for (round, _, outs) in &results {
+            assert_eq!(round, &vec![vec![0], vec![1]]);
+            assert_eq!(outs.len(), LOGICAL_SHARDS);
+        }
+        // 60 ms of waiting at 3 ms a shard: worker 0 filled much of its wait, not all 64
+        // shards (it stops once the round is complete)
+        assert!(results[0].1 >= 5, "worker 0 filled {} shards", results[0].1);
+        assert!(results[0].1 < LOGICAL_SHARDS, "worker 0 filled every shard");
+    }
+
+    #[test]
+    fn merge_keeps_one_of_equal_outputs_and_refuses_different_ones() {
+        let kept = merge::<Squares>(vec![(3, 9), (1, 1), (3, 9), (2, 4)]).unwrap();
+        assert_eq!(kept, vec![(1, 1), (2, 4), (3, 9)]);
+        let e = merge::<Squares>(vec![(3, 9), (3, 10)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("logical shard 3"), "{e}");
+    }
+}
