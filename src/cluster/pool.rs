@@ -1,20 +1,22 @@
-//! A step's coding shared out among the workers by work stealing, and run in the waits of the
-//! hybrid detector's search.
+//! A step's tokenising and coding shared out among the workers by work stealing, the coding
+//! also run in the waits of the hybrid detector's search.
 //!
 //! Every worker deals the same hands of logical shards from the same job
-//! ([`super::protocol::coding_deal`]). A worker codes its hand from the front, and announces
-//! every shard it is about to code with a claim ([`Gather::notify`]). It codes its hand while
-//! it waits for the other workers' parts of the search rounds, instead of waiting idle. Once
-//! its hand is done it takes unclaimed shards from the back of the hand with the most left,
-//! until every shard is claimed as far as it knows, and only then contributes what it coded to
-//! the coding round. Workers that run at different speeds (another program on one core, a
-//! batch whose documents cost more than predicted) thus end the search and the coding at about
-//! the same time.
+//! ([`super::protocol::term_deal`], [`super::protocol::coding_deal`]). A worker works out its
+//! hand from the front, and announces every shard it is about to work out with a claim
+//! ([`Gather::notify`]). It codes while it waits for the other workers' parts of the search
+//! rounds, instead of waiting idle. Once its hand is done it takes unclaimed shards from the
+//! back of the hand with the most left, until every shard is claimed as far as it knows, and
+//! only then contributes what it worked out to the round. Workers that run at different
+//! speeds (another program on one core, the leader's other work, a batch whose documents cost
+//! more than predicted) thus end the tokenising, and the search with the coding, at about the
+//! same time. A replica that tokenised every shard itself goes on without waiting for the
+//! terms round ([`tokenise`]).
 //!
-//! Nobody waits for a claim, so nothing can deadlock; every claimed shard is coded by its
-//! claimant, so when every shard is claimed every shard is coded. Two workers that claim the
-//! same shard at the same moment both code it, with the same codes (a code is a function of
-//! the job and its document only); the round keeps one ([`merge`]).
+//! Nobody waits for a claim, so nothing can deadlock; every claimed shard is worked out by its
+//! claimant, so when every shard is claimed every shard is worked out. Two workers that claim
+//! the same shard at the same moment both work it out, alike (an output is a function of the
+//! job and the shard only); the round keeps one ([`merge`]).
 
 use std::cell::RefCell;
 use std::time::Instant;
@@ -42,16 +44,17 @@ struct Claim {
     shard: u32,
 }
 
-/// What a worker's part of a step's coding and search cost it.
+/// What a worker's part of a step's pooled work (the tokenising, or the coding with the
+/// search) cost it.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct PoolFigures {
-    /// Seconds spent coding (its hand and the shards it took).
-    pub code_seconds: f64,
-    /// Shards it coded, of its own hand and of others'.
-    pub coded: usize,
+    /// Seconds spent working out shards (of its hand and the ones it took).
+    pub work_seconds: f64,
+    /// Shards it worked out, of its own hand and of others'.
+    pub shards: usize,
     /// Of those, shards of other workers' hands.
     pub taken: usize,
-    /// Of those, shards coded while waiting for a search round.
+    /// Of those, shards worked out while waiting for a search round.
     pub filled: usize,
     /// Seconds from the start of the search to the end of its last round.
     pub search_seconds: f64,
@@ -59,8 +62,8 @@ pub(super) struct PoolFigures {
     pub search_bytes: u64,
     /// Bytes sent and received over the network after the search (the claims, the outputs).
     pub outputs_bytes: u64,
-    /// Seconds in the coding round after the last shard this worker coded: the wait for the
-    /// others' outputs, and the transfer.
+    /// Seconds in the work's round after the last shard this worker worked out: the wait
+    /// for the others' outputs, and the transfer.
     pub exchange_seconds: f64,
     /// Encoded size of every worker's contribution to the coding round: the volume
     /// all-gathered (each worker receives all but its own).
@@ -187,8 +190,8 @@ impl<W: Work> Pool<W> {
         }));
         let t0 = Instant::now();
         self.outs.push(self.work.run(shard));
-        self.figures.code_seconds += t0.elapsed().as_secs_f64();
-        self.figures.coded += 1;
+        self.figures.work_seconds += t0.elapsed().as_secs_f64();
+        self.figures.shards += 1;
         if !self.hands.get(self.me).is_some_and(|h| h.contains(&shard)) {
             self.figures.taken += 1;
         }
@@ -402,8 +405,8 @@ mod tests {
         let (fast, slow) = (results[0].1, results[1].1);
         assert!(fast.taken > 0, "the fast worker took nothing: {fast:?}");
         assert_eq!(slow.taken, 0, "{slow:?}");
-        assert!(fast.coded + slow.coded >= LOGICAL_SHARDS);
-        assert!(slow.coded < LOGICAL_SHARDS / 2, "{slow:?}");
+        assert!(fast.shards + slow.shards >= LOGICAL_SHARDS);
+        assert!(slow.shards < LOGICAL_SHARDS / 2, "{slow:?}");
     }
 
     /// A worker waiting for a round works meanwhile, and stops once the round is complete.

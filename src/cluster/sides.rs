@@ -311,7 +311,8 @@ struct LeaderSide {
     timestep: u64,
     /// The leader has the hybrid detector (the steps have search and judgement rounds).
     judged: bool,
-    /// How much of the step's tokenising the leader does ([`term_deal`](super::protocol::term_deal)).
+    /// How much of the step's tokenising the leader does
+    /// ([`term_deal`](super::protocol::term_deal)).
     lead_terms: LeadTerms,
     /// The next batch, read meanwhile: sent out with the update, as the next step.
     next: Option<Batch>,
@@ -353,10 +354,10 @@ impl Replication for LeaderSide {
     fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
         let (outs, pool) = tokenise(&self.gather, job, self.lead_terms)?;
         let f = &mut self.figures;
-        f.terms_seconds = pool.code_seconds;
+        f.terms_seconds = pool.work_seconds;
         f.terms_exchange_seconds = pool.exchange_seconds;
         f.terms_bytes = pool.outputs_bytes;
-        f.terms_shards = pool.coded;
+        f.terms_shards = pool.shards;
         Ok(outs)
     }
 
@@ -386,12 +387,12 @@ impl Replication for LeaderSide {
         let f = &mut self.figures;
         f.search_seconds = pool.search_seconds;
         f.search_own_seconds = own.get();
-        f.code_seconds = pool.code_seconds;
+        f.code_seconds = pool.work_seconds;
         f.exchange_seconds = pool.exchange_seconds;
         f.search_bytes = pool.search_bytes;
         f.outputs_bytes = pool.outputs_bytes;
         f.codes_bytes = pool.codes_bytes;
-        f.shards_coded = pool.coded;
+        f.shards_coded = pool.shards;
         f.shards_taken = pool.taken;
         f.shards_filled = pool.filled;
         Ok(out)
@@ -575,9 +576,9 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                             step_seconds = format!("{:.4}", t0.elapsed().as_secs_f64()),
                             vectorize_seconds = format!("{:.4}", s.seconds_vectorize),
                             coding_seconds = format!("{:.4}", s.seconds_coding),
-                            terms_shards = side.terms.coded,
-                            code_seconds = format!("{:.4}", side.coding.code_seconds),
-                            shards_coded = side.coding.coded,
+                            terms_shards = side.terms.shards,
+                            code_seconds = format!("{:.4}", side.coding.work_seconds),
+                            shards_coded = side.coding.shards,
                             shards_taken = side.coding.taken,
                             shards_filled = side.coding.filled,
                             topics_seconds = format!("{:.4}", s.seconds_topics),
