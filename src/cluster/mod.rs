@@ -43,6 +43,7 @@
 mod net;
 mod pool;
 mod protocol;
+mod replica;
 mod sides;
 
 use std::cell::RefCell;
@@ -228,7 +229,7 @@ pub fn run(cfg: &RunConfig, cluster: &ClusterConfig) -> Result<(), ClusterError>
                 drop(leader);
                 Ok(r?)
             } else {
-                sides::replica(gather)
+                replica::replica(gather)
             }
         },
     )

@@ -1,44 +1,44 @@
-//! What the workers of a cluster say in each all-gather round, and the two sides of a step.
+//! What the workers of a cluster say in each all-gather round, and what both sides of a step
+//! share (the leader's side is [`super::sides`], a replica's [`super::replica`]).
 //!
 //! Every round, worker 0 (the leader) contributes a [`Lead`] and every other worker a
 //! [`Reply`]. Between steps the replicas wait with [`Reply::Idle`] for the leader's command
 //! ([`Lead::Load`], [`Lead::Step`], [`Lead::Stop`]). A step is then, on every worker, the same
-//! [`Model::step_replicated`]: one round where each worker contributes the documents of the
-//! logical shards it tokenised and resolved against the vocabulary ([`term_deal`]), one where
-//! it contributes the codes of the shards it coded ([`coding_deal`]; both dealt out by
-//! predicted cost, the same hands on every worker, and evened out by work stealing, see
-//! [`super::pool`]); when the leader has
-//! a judge (the hybrid detector), two search rounds before the coding round (the workers code
-//! while they wait for them) where each worker contributes the nearest
-//! documents in its share of the memory (the remembered documents of its logical shards, see
-//! [`novad_models::memory::Share`]) and one round where the leader contributes its judgement;
-//! when the step has topics or refreshes atoms, one round where the last worker ([`finder`])
-//! contributes the topics and the refresh plan it worked out while the leader ran the update
-//! (begun before the update, finished after it, so that nobody waits for it); and, when the
-//! step updates the dictionary, one round where the leader contributes the update
-//! ([`Lead::Updated`]), which the replicas take instead of computing it; the next step's
-//! [`Lead::Step`] may follow it at once, when the leader read the next file meanwhile. A
-//! leader whose step failed, or that abandons a step it sent ahead, sends [`Lead::Abort`],
+//! [`Model::step_replicated`], in these rounds:
+//! - terms: each worker contributes the documents of the logical shards it tokenised and
+//!   resolved against the vocabulary ([`term_deal`]);
+//! - with a judge (the hybrid detector), two search rounds, where each worker contributes the
+//!   nearest documents in its share of the memory (the remembered documents of its logical
+//!   shards, see [`novad_models::memory::Share`]); the workers code while they wait for them;
+//! - coding: each worker contributes the codes of the shards it coded ([`coding_deal`]; both
+//!   deals by predicted cost, the same hands on every worker, evened out by work stealing, see
+//!   [`super::pool`]);
+//! - with a judge, the leader's judgement;
+//! - when the step has topics or refreshes atoms, the topics and the refresh plan the last
+//!   worker ([`finder`]) worked out while the leader ran the update (begun before the update,
+//!   finished after it, so that nobody waits for it); the next step's [`Lead::Step`] follows
+//!   it at once when the leader read the next file meanwhile, and the replicas tokenise it
+//!   while they wait for the update;
+//! - when the step updates the dictionary, the leader's update ([`Lead::Updated`]), which the
+//!   replicas take instead of computing it (the next step follows it, when it did not go out
+//!   with the topics).
+//!
+//! A leader whose step failed, or that abandons a step it sent ahead, sends [`Lead::Abort`],
 //! which ends the step on every replica still in it.
 
 use std::cell::RefCell;
-use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
-use novad_models::engine::{memory_batch, scored_batch, searcher, MemoryBatch};
 use novad_models::l1::dictionary::{deal, deal_after, shard_docs, shard_of, LOGICAL_SHARDS};
 use novad_models::l1::replicate::{
-    CodedAndFound, CodingJob, Found, MemorySearch, Query, Replication, ShardOutput, ShardTerms,
-    TermJob, Updated,
+    CodingJob, Found, MemorySearch, Query, ShardOutput, ShardTerms, TermJob, Updated,
 };
 use novad_models::l1::Model;
-use novad_models::memory::{better_neighbour, DocMemory, Floor, Neighbour, Share};
-use novad_models::model::{EngineError, Judge, Judgement, Scored};
-use novad_models::text::{SparseDoc, Vocabulary};
+use novad_models::memory::{better_neighbour, Floor, Neighbour, Share};
+use novad_models::model::{EngineError, Judgement};
 
 use super::net::Gather;
-use super::pool::{code_and_search, tokenise, PoolFigures};
 
 /// The leader's contribution to a round.
 #[derive(Debug, Serialize, Deserialize)]
@@ -586,7 +586,7 @@ fn exchange(
     }
 }
 
-/// The search of [`Replication::nearest`]'s arguments as a [`Query`].
+/// The search of [`Replication::nearest`](novad_models::l1::replicate::Replication::nearest)'s arguments as a [`Query`].
 pub(super) fn query_of<'a>(
     n: usize,
     memory: [u64; 3],
@@ -662,184 +662,11 @@ pub(super) fn gathered_found(round: &[Vec<u8>], timestep: u64) -> Result<Found, 
     found.ok_or_else(|| broken(format!("worker {finder} offered nothing")))
 }
 
-/// A replica's side of a step: tokenises and codes its shards, contributes them, returns
-/// everyone's.
-pub(super) struct ReplicaSide {
-    pub gather: Rc<RefCell<Gather>>,
-    /// The timestep of the model being stepped.
-    pub timestep: u64,
-    /// How much of the step's tokenising the leader does ([`term_deal`]).
-    pub lead_terms: LeadTerms,
-    /// What the step's tokenising cost this worker.
-    pub terms: PoolFigures,
-    /// What the step's coding and search cost this worker.
-    pub coding: PoolFigures,
-}
-
-impl Replication for ReplicaSide {
-    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
-        let (outs, f) = tokenise(&self.gather, job, self.lead_terms)?;
-        self.terms = f;
-        Ok(outs)
-    }
-
-    fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
-        Ok(self.code_and_search(job, None)?.0)
-    }
-
-    fn code_and_search(
-        &mut self,
-        job: &CodingJob<'_>,
-        query: Option<&Query<'_>>,
-    ) -> Result<CodedAndFound, EngineError> {
-        let (coded, f) = code_and_search(&self.gather, job, query)?;
-        self.coding = f;
-        Ok(coded)
-    }
-
-    fn nearest(
-        &mut self,
-        n: usize,
-        memory: [u64; 3],
-        shards: u64,
-        search: &MemorySearch<'_>,
-    ) -> Result<Vec<Option<Neighbour>>, EngineError> {
-        let q = query_of(n, memory, shards, search);
-        search_round(&self.gather, self.timestep, &q, &mut || Ok(()))
-    }
-
-    fn finds(&self) -> bool {
-        finds(&self.gather.borrow())
-    }
-
-    /// The found round is the step's last: the replica also begins the round after it (its
-    /// part there is [`Reply::Idle`], whatever the leader says), so that the leader's next
-    /// command gets through while this replica still runs its update.
-    fn offer(&mut self, mine: Option<&Found>) -> Result<(), EngineError> {
-        let mut g = self.gather.borrow_mut();
-        g.begin(encode(&Reply::Found {
-            timestep: self.timestep,
-            found: mine.cloned(),
-        }));
-        g.begin(encode(&Reply::Idle));
-        Ok(())
-    }
-
-    fn found(&mut self, mine: Option<Found>) -> Result<Found, EngineError> {
-        finish_found(&mut self.gather.borrow_mut(), mine, self.timestep)
-    }
-
-    fn shares_update(&self) -> bool {
-        true
-    }
-
-    /// The leader computes the update; a replica receives it in the step's last round (begun
-    /// already by [`Self::offer`] when the step has a found round).
-    fn updates(&self) -> bool {
-        false
-    }
-
-    fn updated(&mut self, _mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
-        let mut g = self.gather.borrow_mut();
-        let round = if g.open() > 0 {
-            g.finish()
-        } else {
-            g.round(encode(&Reply::Idle))
-        };
-        match decode(&round)?.0 {
-            Lead::Updated(u) => Ok(Some(*u)),
-            Lead::Abort => Err(broken("the leader abandoned the step".into())),
-            other => Err(broken(format!(
-                "expected the dictionary update, got {}",
-                other.name()
-            ))),
-        }
-    }
-}
-
-/// A replica's judge: takes part in the hybrid detector's search with its replica of the
-/// memory, receives the leader's judgement in the step's judgement round, and then takes the
-/// batch into its memory as the leader's step does.
-pub(super) struct RemoteJudge<'a> {
-    pub gather: Rc<RefCell<Gather>>,
-    pub memory: Option<&'a mut DocMemory>,
-    pub timestep: u64,
-    pub times: &'a [i64],
-    /// The batch as the memory sees it, once [`Judge::query`] asked for its search.
-    pub batch: Option<MemoryBatch>,
-    /// The search ran with the coding ([`Judge::answer`]).
-    pub searched: bool,
-}
-
-impl RemoteJudge<'_> {
-    fn memory(&self) -> Result<&DocMemory, EngineError> {
-        self.memory
-            .as_deref()
-            .ok_or_else(|| broken("this replica holds no memory of the hybrid detector".into()))
-    }
-}
-
-impl Judge for RemoteJudge<'_> {
-    fn judge(&mut self, _batch: &Scored) -> Result<Judgement, EngineError> {
-        Err(broken("a replica judges only in a shared step".into()))
-    }
-
-    fn judge_shared(
-        &mut self,
-        batch: &Scored,
-        rep: &mut dyn Replication,
-    ) -> Result<Judgement, EngineError> {
-        self.memory()?;
-        let (vectors, refs) = scored_batch(batch, self.batch.take(), self.timestep, self.times)?;
-        if !std::mem::take(&mut self.searched) {
-            let q = searcher(self.memory()?, &vectors);
-            rep.nearest(q.n, q.memory, q.shards, &*q.search)?;
-        }
-        // the memory takes the batch while the leader judges (it does not depend on the
-        // judgement; a step that fails after this is followed by a load of the leader's state)
-        let memory = self.memory.as_deref_mut().expect("checked above");
-        let docs: Vec<_> = refs.into_iter().zip(vectors.iter()).collect();
-        let plan = memory.plan(&docs);
-        memory.apply(plan);
-        leaders_judgement(&self.gather)
-    }
-
-    fn query(
-        &mut self,
-        vectors: &[SparseDoc],
-        vocab: &Vocabulary,
-    ) -> Result<Option<Query<'_>>, EngineError> {
-        self.memory()?;
-        let batch = memory_batch(vectors, vocab, self.timestep, self.times)?;
-        let memory = self.memory.as_deref().expect("checked above");
-        Ok(Some(searcher(memory, &self.batch.insert(batch).0)))
-    }
-
-    /// The leader combines the search's answer; a replica only takes part.
-    fn answer(&mut self, _near: Vec<Option<Neighbour>>) {
-        self.searched = true;
-    }
-}
-
-/// The leader's judgement, received in the step's judgement round.
-fn leaders_judgement(gather: &RefCell<Gather>) -> Result<Judgement, EngineError> {
-    let round = gather.borrow_mut().round(encode(&Reply::Idle));
-    match decode(&round)?.0 {
-        Lead::Judgement(Ok(j)) => Ok(j),
-        Lead::Judgement(Err(e)) => Err(broken(format!("the leader's judge failed: {e}"))),
-        Lead::Abort => Err(broken("the leader abandoned the step".into())),
-        other => Err(broken(format!(
-            "expected the judgement, got {}",
-            other.name()
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use novad_models::memory::testing::{batch, next};
-    use novad_models::memory::{MemoryParams, TermVector};
+    use novad_models::memory::{DocMemory, MemoryParams, TermVector};
 
     /// Short vectors over 30 terms (ties between remembered documents are common).
     fn vectors(n: usize, seed: u64) -> Vec<TermVector> {

@@ -1,4 +1,5 @@
-//! The leader's and the replicas' loops around the step (see [`super::protocol`]).
+//! The leader's side of the cluster: it steps the daemon's engine with the replicas (see
+//! [`super::protocol`]).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -8,18 +9,15 @@ use novad_models::l1::replicate::{
     CodedAndFound, CodingJob, Found, MemorySearch, Query, Replication, ShardOutput, ShardTerms,
     TermJob, Updated,
 };
-use novad_models::l1::Model;
-use novad_models::memory::{DocMemory, Floor, MemoryError, Neighbour};
-use novad_models::model::{EngineError, Judge, Judgement};
+use novad_models::memory::{Floor, Neighbour};
+use novad_models::model::{EngineError, Judgement};
 use novad_models::{Engine, StepOutput};
 
 use super::net::Gather;
 use super::pool::{code_and_search, tokenise};
 use super::protocol::{
-    decode, encode, finds, finish_found, memory_share, query_of, search_round, Lead, LeadTerms,
-    RemoteJudge, ReplicaSide, Reply,
+    encode, finds, finish_found, memory_share, query_of, search_round, Lead, LeadTerms,
 };
-use super::ClusterError;
 use crate::ingest::{Batch, Before, Replicas};
 
 /// The leader: steps the daemon's engine with the replicas, keeps them on the committed model.
@@ -254,7 +252,7 @@ impl Drop for Leader {
 /// Seconds `gather`'s worker waited for other workers' payloads since `*last` (the count at
 /// the last step logged), which becomes the count now: every wait between two steps' logs,
 /// the wait for the next step's batch included.
-fn waited_since(gather: &RefCell<Gather>, last: &mut f64) -> f64 {
+pub(super) fn waited_since(gather: &RefCell<Gather>, last: &mut f64) -> f64 {
     let now = gather.borrow().waited;
     now - std::mem::replace(last, now)
 }
@@ -350,9 +348,32 @@ fn metered<T>(gather: &RefCell<Gather>, f: impl FnOnce() -> T) -> Metered<T> {
     }
 }
 
+impl LeaderSide {
+    /// Send the next batch, when the leader read it meanwhile and has not sent it yet, as the
+    /// next step: the replicas start on it while the leader finishes this step.
+    fn send_ahead(&mut self) {
+        let Some(batch) = self.next.take() else {
+            return;
+        };
+        let timestep = self.timestep + 1;
+        let step = Lead::Step {
+            timestep,
+            docs: batch.texts,
+            times: batch.times,
+            judged: self.judged,
+            lead_terms: LeadTerms::Little,
+        };
+        self.gather.borrow_mut().begin(encode(&step));
+        if let Lead::Step { docs, times, .. } = step {
+            let batch = Batch { texts: docs, times };
+            self.ahead = Some(Ahead { timestep, batch });
+        }
+    }
+}
+
 impl Replication for LeaderSide {
     fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
-        let (outs, pool) = tokenise(&self.gather, job, self.lead_terms)?;
+        let (outs, pool) = tokenise(&self.gather, job, self.lead_terms, None)?;
         let f = &mut self.figures;
         f.terms_seconds = pool.work_seconds;
         f.terms_exchange_seconds = pool.exchange_seconds;
@@ -426,10 +447,13 @@ impl Replication for LeaderSide {
         finds(&self.gather.borrow())
     }
 
+    /// The next batch, when the leader read it meanwhile, follows at once as the next step
+    /// ([`Ahead`]): the replicas tokenise it while the leader runs the update.
     fn offer(&mut self, mine: Option<&Found>) -> Result<(), EngineError> {
         self.gather
             .borrow_mut()
             .begin(encode(&Lead::Found(mine.cloned())));
+        self.send_ahead();
         Ok(())
     }
 
@@ -448,7 +472,8 @@ impl Replication for LeaderSide {
     }
 
     /// Sent without waiting: the replicas take it while the leader goes on. The next batch,
-    /// when the leader read it meanwhile, follows at once as the next step ([`Ahead`]).
+    /// when the leader read it meanwhile and did not send it with the found round, follows at
+    /// once as the next step ([`Ahead`]).
     fn updated(&mut self, mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
         let u = mine.ok_or_else(|| {
             EngineError::Inconsistent("cluster: the leader computes the update itself".into())
@@ -457,22 +482,7 @@ impl Replication for LeaderSide {
         self.gather
             .borrow_mut()
             .begin(encode(&Lead::Updated(Box::new(u))));
-        // the replicas start on the next batch while the leader finishes this step
-        if let Some(batch) = self.next.take() {
-            let timestep = self.timestep + 1;
-            let step = Lead::Step {
-                timestep,
-                docs: batch.texts,
-                times: batch.times,
-                judged: self.judged,
-                lead_terms: LeadTerms::Little,
-            };
-            self.gather.borrow_mut().begin(encode(&step));
-            if let Lead::Step { docs, times, .. } = step {
-                let batch = Batch { texts: docs, times };
-                self.ahead = Some(Ahead { timestep, batch });
-            }
-        }
+        self.send_ahead();
         Ok(None)
     }
 
@@ -483,125 +493,5 @@ impl Replication for LeaderSide {
         };
         self.figures.judgement_bytes = self.round(&Lead::Judgement(sent)).bytes;
         Ok(())
-    }
-}
-
-/// A replica: follows the leader's commands until it stops. Its model is the committed one
-/// after every successful step of the leader.
-pub fn replica(gather: Gather) -> Result<(), ClusterError> {
-    let index = gather.index();
-    let gather = Rc::new(RefCell::new(gather));
-    let mut model: Option<Model> = None;
-    // the gather's waiting counted up to the last step logged
-    let mut waited = 0.0;
-    let mut memory: Option<DocMemory> = None;
-    loop {
-        let round = {
-            let mut g = gather.borrow_mut();
-            // a step ends with the next round begun (see `ReplicaSide::offer`), or with its
-            // found round still open too when it failed before collecting it
-            while g.open() > 1 {
-                g.finish();
-            }
-            if g.open() == 0 {
-                g.begin(encode(&Reply::Idle));
-            }
-            g.finish()
-        };
-        let lead = decode(&round)
-            .map_err(|e| ClusterError::Protocol(e.to_string()))?
-            .0;
-        match lead {
-            Lead::Load {
-                model: m,
-                memory: parts,
-            } => {
-                let peers = gather.borrow().peers();
-                memory = match parts.map(|p| {
-                    let mut mem = DocMemory::from_state_parts(
-                        p.iter().map(|(n, b)| (n.as_str(), b.as_slice())),
-                    )?;
-                    mem.restrict(memory_share(index, peers))?;
-                    Ok::<_, MemoryError>(mem)
-                }) {
-                    Some(Ok(mem)) => Some(mem),
-                    Some(Err(e)) => {
-                        tracing::warn!(worker = index, error = %e, "the leader's memory does not load");
-                        None
-                    }
-                    None => None,
-                };
-                tracing::info!(
-                    worker = index,
-                    timestep = m.timestep(),
-                    memory_docs = memory.as_ref().map_or(0, DocMemory::len),
-                    "model loaded"
-                );
-                model = Some(*m);
-            }
-            Lead::Step {
-                timestep,
-                docs,
-                times,
-                judged,
-                lead_terms,
-            } => {
-                let Some(cur) = model.as_ref().filter(|m| m.timestep() == timestep) else {
-                    tracing::warn!(worker = index, timestep, "not at the leader's timestep");
-                    continue;
-                };
-                let mut side = ReplicaSide {
-                    gather: Rc::clone(&gather),
-                    timestep,
-                    lead_terms,
-                    terms: Default::default(),
-                    coding: Default::default(),
-                };
-                let mut remote = RemoteJudge {
-                    gather: Rc::clone(&gather),
-                    memory: memory.as_mut(),
-                    timestep,
-                    times: &times,
-                    batch: None,
-                    searched: false,
-                };
-                let judge: Option<&mut dyn Judge> = if judged { Some(&mut remote) } else { None };
-                let t0 = Instant::now();
-                match cur.step_replicated(&docs, judge, &mut side) {
-                    Ok((m, out)) => {
-                        let s = &out.stats;
-                        tracing::info!(
-                            worker = index,
-                            timestep,
-                            step_seconds = format!("{:.4}", t0.elapsed().as_secs_f64()),
-                            vectorize_seconds = format!("{:.4}", s.seconds_vectorize),
-                            coding_seconds = format!("{:.4}", s.seconds_coding),
-                            terms_shards = side.terms.shards,
-                            code_seconds = format!("{:.4}", side.coding.work_seconds),
-                            shards_coded = side.coding.shards,
-                            shards_taken = side.coding.taken,
-                            shards_filled = side.coding.filled,
-                            topics_seconds = format!("{:.4}", s.seconds_topics),
-                            update_seconds = format!("{:.4}", s.seconds_update),
-                            memory_docs = memory.as_ref().map_or(0, DocMemory::len),
-                            memory_vectors = memory.as_ref().map_or(0, DocMemory::vectors_kept),
-                            wait_seconds = format!("{:.4}", waited_since(&gather, &mut waited)),
-                            "replica step"
-                        );
-                        model = Some(m)
-                    }
-                    Err(e) => tracing::warn!(worker = index, timestep, error = %e, "step dropped"),
-                }
-            }
-            Lead::Stop(None) => return Ok(()),
-            Lead::Stop(Some(why)) => return Err(ClusterError::LeaderStopped(why)),
-            Lead::Terms { .. }
-            | Lead::Shards(_)
-            | Lead::Nearest { .. }
-            | Lead::Judgement(_)
-            | Lead::Found(_)
-            | Lead::Updated(_)
-            | Lead::Abort => {}
-        }
     }
 }

@@ -277,7 +277,7 @@ pub fn scored_batch(
 }
 
 /// The search of `memory` for the documents of `batch` at the given positions (see
-/// [`MemorySearch`]).
+/// [`MemorySearch`](crate::l1::replicate::MemorySearch)).
 pub fn searcher<'a>(memory: &'a DocMemory, batch: &'a [TermVector]) -> Query<'a> {
     Query {
         n: batch.len(),

@@ -1,0 +1,390 @@
+//! A replica's side of the cluster: its loop over the leader's commands ([`replica`]), its
+//! part of each step ([`ReplicaSide`]) and its judge ([`RemoteJudge`]), which takes part in
+//! the search and receives the leader's judgement (see [`super::protocol`]).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Instant;
+
+use novad_models::engine::{memory_batch, scored_batch, searcher, MemoryBatch};
+use novad_models::l1::replicate::{
+    CodedAndFound, CodingJob, Found, MemorySearch, NextVocab, Query, Replication, ShardOutput,
+    ShardTerms, TermJob, Updated,
+};
+use novad_models::l1::Model;
+use novad_models::memory::{DocMemory, MemoryError, Neighbour};
+use novad_models::model::{EngineError, Judge, Judgement, Scored};
+use novad_models::text::{SparseDoc, Vocabulary};
+
+use super::net::Gather;
+use super::pool::{code_and_search, tokenise, tokenise_ahead, PoolFigures, Pretokenised};
+use super::protocol::{
+    broken, decode, encode, finds, finish_found, memory_share, query_of, search_round, Lead,
+    LeadTerms, Reply,
+};
+use super::sides::waited_since;
+use super::ClusterError;
+
+/// A replica's side of a step: tokenises and codes its shards, contributes them, returns
+/// everyone's.
+pub(super) struct ReplicaSide {
+    pub gather: Rc<RefCell<Gather>>,
+    /// The timestep of the model being stepped.
+    pub timestep: u64,
+    /// How much of the step's tokenising the leader does ([`term_deal`](super::protocol::term_deal)).
+    pub lead_terms: LeadTerms,
+    /// What this worker tokenised of the step's batch before the step began.
+    pub ahead: Option<Pretokenised>,
+    /// The next step, when the leader sent it before this step's update: its command and
+    /// what this worker tokenised of it while it waited for the update.
+    pub next: Option<(Lead, Pretokenised)>,
+    /// What the step's tokenising cost this worker.
+    pub terms: PoolFigures,
+    /// What the step's coding and search cost this worker.
+    pub coding: PoolFigures,
+}
+
+impl Replication for ReplicaSide {
+    fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
+        let (outs, f) = tokenise(&self.gather, job, self.lead_terms, self.ahead.take())?;
+        self.terms = f;
+        Ok(outs)
+    }
+
+    fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
+        Ok(self.code_and_search(job, None)?.0)
+    }
+
+    fn code_and_search(
+        &mut self,
+        job: &CodingJob<'_>,
+        query: Option<&Query<'_>>,
+    ) -> Result<CodedAndFound, EngineError> {
+        let (coded, f) = code_and_search(&self.gather, job, query)?;
+        self.coding = f;
+        Ok(coded)
+    }
+
+    fn nearest(
+        &mut self,
+        n: usize,
+        memory: [u64; 3],
+        shards: u64,
+        search: &MemorySearch<'_>,
+    ) -> Result<Vec<Option<Neighbour>>, EngineError> {
+        let q = query_of(n, memory, shards, search);
+        search_round(&self.gather, self.timestep, &q, &mut || Ok(()))
+    }
+
+    fn finds(&self) -> bool {
+        finds(&self.gather.borrow())
+    }
+
+    /// The found round is the step's last: the replica also begins the round after it (its
+    /// part there is [`Reply::Idle`], whatever the leader says), so that the leader's next
+    /// command gets through while this replica still runs its update.
+    fn offer(&mut self, mine: Option<&Found>) -> Result<(), EngineError> {
+        let mut g = self.gather.borrow_mut();
+        g.begin(encode(&Reply::Found {
+            timestep: self.timestep,
+            found: mine.cloned(),
+        }));
+        g.begin(encode(&Reply::Idle));
+        Ok(())
+    }
+
+    fn found(&mut self, mine: Option<Found>) -> Result<Found, EngineError> {
+        finish_found(&mut self.gather.borrow_mut(), mine, self.timestep)
+    }
+
+    fn shares_update(&self) -> bool {
+        true
+    }
+
+    /// The leader computes the update; a replica receives it in the step's last round (begun
+    /// already by [`Self::offer`] when the step has a found round).
+    fn updates(&self) -> bool {
+        false
+    }
+
+    fn updated(&mut self, _mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
+        let mut g = self.gather.borrow_mut();
+        let round = if g.open() > 0 {
+            g.finish()
+        } else {
+            g.round(encode(&Reply::Idle))
+        };
+        take_update(decode(&round)?.0)
+    }
+
+    /// The leader may send the next step before the update (when it read the next file
+    /// meanwhile): the replica then tokenises that batch while the update comes.
+    fn receive_update(&mut self, next: &NextVocab<'_>) -> Result<Option<Updated>, EngineError> {
+        let mut g = self.gather.borrow_mut();
+        let round = if g.open() > 0 {
+            g.finish()
+        } else {
+            g.round(encode(&Reply::Idle))
+        };
+        let lead = decode(&round)?.0;
+        let Lead::Step {
+            timestep,
+            docs,
+            times,
+            judged,
+            lead_terms,
+        } = lead
+        else {
+            return take_update(lead);
+        };
+        if timestep != next.timestep {
+            return Err(broken(format!(
+                "the next step is at timestep {timestep}, this one at {}",
+                self.timestep
+            )));
+        }
+        g.begin(encode(&Reply::Idle));
+        let texts: Vec<&str> = docs.iter().map(String::as_str).collect();
+        let job = TermJob {
+            timestep,
+            texts: &texts,
+            tokenizer: next.tokenizer,
+            vocab: next.vocab,
+        };
+        let ahead = tokenise_ahead(&mut g, &job, lead_terms)?;
+        let step = Lead::Step {
+            timestep,
+            docs,
+            times,
+            judged,
+            lead_terms,
+        };
+        self.next = Some((step, ahead));
+        let round = g.finish();
+        take_update(decode(&round)?.0)
+    }
+}
+
+/// The update a replica receives in the step's last round.
+fn take_update(lead: Lead) -> Result<Option<Updated>, EngineError> {
+    match lead {
+        Lead::Updated(u) => Ok(Some(*u)),
+        Lead::Abort => Err(broken("the leader abandoned the step".into())),
+        other => Err(broken(format!(
+            "expected the dictionary update, got {}",
+            other.name()
+        ))),
+    }
+}
+
+/// A replica's judge: takes part in the hybrid detector's search with its replica of the
+/// memory, receives the leader's judgement in the step's judgement round, and then takes the
+/// batch into its memory as the leader's step does.
+pub(super) struct RemoteJudge<'a> {
+    pub gather: Rc<RefCell<Gather>>,
+    pub memory: Option<&'a mut DocMemory>,
+    pub timestep: u64,
+    pub times: &'a [i64],
+    /// The batch as the memory sees it, once [`Judge::query`] asked for its search.
+    pub batch: Option<MemoryBatch>,
+    /// The search ran with the coding ([`Judge::answer`]).
+    pub searched: bool,
+}
+
+impl RemoteJudge<'_> {
+    fn memory(&self) -> Result<&DocMemory, EngineError> {
+        self.memory
+            .as_deref()
+            .ok_or_else(|| broken("this replica holds no memory of the hybrid detector".into()))
+    }
+}
+
+impl Judge for RemoteJudge<'_> {
+    fn judge(&mut self, _batch: &Scored) -> Result<Judgement, EngineError> {
+        Err(broken("a replica judges only in a shared step".into()))
+    }
+
+    fn judge_shared(
+        &mut self,
+        batch: &Scored,
+        rep: &mut dyn Replication,
+    ) -> Result<Judgement, EngineError> {
+        self.memory()?;
+        let (vectors, refs) = scored_batch(batch, self.batch.take(), self.timestep, self.times)?;
+        if !std::mem::take(&mut self.searched) {
+            let q = searcher(self.memory()?, &vectors);
+            rep.nearest(q.n, q.memory, q.shards, &*q.search)?;
+        }
+        // the memory takes the batch while the leader judges (it does not depend on the
+        // judgement; a step that fails after this is followed by a load of the leader's state)
+        let memory = self.memory.as_deref_mut().expect("checked above");
+        let docs: Vec<_> = refs.into_iter().zip(vectors.iter()).collect();
+        let plan = memory.plan(&docs);
+        memory.apply(plan);
+        leaders_judgement(&self.gather)
+    }
+
+    fn query(
+        &mut self,
+        vectors: &[SparseDoc],
+        vocab: &Vocabulary,
+    ) -> Result<Option<Query<'_>>, EngineError> {
+        self.memory()?;
+        let batch = memory_batch(vectors, vocab, self.timestep, self.times)?;
+        let memory = self.memory.as_deref().expect("checked above");
+        Ok(Some(searcher(memory, &self.batch.insert(batch).0)))
+    }
+
+    /// The leader combines the search's answer; a replica only takes part.
+    fn answer(&mut self, _near: Vec<Option<Neighbour>>) {
+        self.searched = true;
+    }
+}
+
+/// The leader's judgement, received in the step's judgement round.
+fn leaders_judgement(gather: &RefCell<Gather>) -> Result<Judgement, EngineError> {
+    let round = gather.borrow_mut().round(encode(&Reply::Idle));
+    match decode(&round)?.0 {
+        Lead::Judgement(Ok(j)) => Ok(j),
+        Lead::Judgement(Err(e)) => Err(broken(format!("the leader's judge failed: {e}"))),
+        Lead::Abort => Err(broken("the leader abandoned the step".into())),
+        other => Err(broken(format!(
+            "expected the judgement, got {}",
+            other.name()
+        ))),
+    }
+}
+
+/// The leader's next command, on a replica between steps.
+fn next_command(gather: &RefCell<Gather>) -> Result<Lead, ClusterError> {
+    let round = {
+        let mut g = gather.borrow_mut();
+        // a step ends with the next round begun (see `ReplicaSide::offer`), or with its
+        // found round still open too when it failed before collecting it
+        while g.open() > 1 {
+            g.finish();
+        }
+        if g.open() == 0 {
+            g.begin(encode(&Reply::Idle));
+        }
+        g.finish()
+    };
+    Ok(decode(&round)
+        .map_err(|e| ClusterError::Protocol(e.to_string()))?
+        .0)
+}
+
+/// A replica: follows the leader's commands until it stops. Its model is the committed one
+/// after every successful step of the leader.
+pub fn replica(gather: Gather) -> Result<(), ClusterError> {
+    let index = gather.index();
+    let gather = Rc::new(RefCell::new(gather));
+    let mut model: Option<Model> = None;
+    // the gather's waiting counted up to the last step logged
+    let mut waited = 0.0;
+    let mut memory: Option<DocMemory> = None;
+    // the next step, received during a step (see `ReplicaSide::receive_update`)
+    let mut pending: Option<(Lead, Pretokenised)> = None;
+    loop {
+        let (lead, ahead) = match pending.take() {
+            Some((lead, ahead)) => (lead, Some(ahead)),
+            None => (next_command(&gather)?, None),
+        };
+        match lead {
+            Lead::Load {
+                model: m,
+                memory: parts,
+            } => {
+                let peers = gather.borrow().peers();
+                memory = match parts.map(|p| {
+                    let mut mem = DocMemory::from_state_parts(
+                        p.iter().map(|(n, b)| (n.as_str(), b.as_slice())),
+                    )?;
+                    mem.restrict(memory_share(index, peers))?;
+                    Ok::<_, MemoryError>(mem)
+                }) {
+                    Some(Ok(mem)) => Some(mem),
+                    Some(Err(e)) => {
+                        tracing::warn!(worker = index, error = %e, "the leader's memory does not load");
+                        None
+                    }
+                    None => None,
+                };
+                tracing::info!(
+                    worker = index,
+                    timestep = m.timestep(),
+                    memory_docs = memory.as_ref().map_or(0, DocMemory::len),
+                    "model loaded"
+                );
+                model = Some(*m);
+            }
+            Lead::Step {
+                timestep,
+                docs,
+                times,
+                judged,
+                lead_terms,
+            } => {
+                let Some(cur) = model.as_ref().filter(|m| m.timestep() == timestep) else {
+                    tracing::warn!(worker = index, timestep, "not at the leader's timestep");
+                    continue;
+                };
+                let mut side = ReplicaSide {
+                    gather: Rc::clone(&gather),
+                    timestep,
+                    lead_terms,
+                    ahead,
+                    next: None,
+                    terms: Default::default(),
+                    coding: Default::default(),
+                };
+                let mut remote = RemoteJudge {
+                    gather: Rc::clone(&gather),
+                    memory: memory.as_mut(),
+                    timestep,
+                    times: &times,
+                    batch: None,
+                    searched: false,
+                };
+                let judge: Option<&mut dyn Judge> = if judged { Some(&mut remote) } else { None };
+                let t0 = Instant::now();
+                match cur.step_replicated(&docs, judge, &mut side) {
+                    Ok((m, out)) => {
+                        let s = &out.stats;
+                        tracing::info!(
+                            worker = index,
+                            timestep,
+                            step_seconds = format!("{:.4}", t0.elapsed().as_secs_f64()),
+                            vectorize_seconds = format!("{:.4}", s.seconds_vectorize),
+                            coding_seconds = format!("{:.4}", s.seconds_coding),
+                            terms_shards = side.terms.shards,
+                            terms_ahead = side.terms.filled,
+                            code_seconds = format!("{:.4}", side.coding.work_seconds),
+                            shards_coded = side.coding.shards,
+                            shards_taken = side.coding.taken,
+                            shards_filled = side.coding.filled,
+                            topics_seconds = format!("{:.4}", s.seconds_topics),
+                            update_seconds = format!("{:.4}", s.seconds_update),
+                            memory_docs = memory.as_ref().map_or(0, DocMemory::len),
+                            memory_vectors = memory.as_ref().map_or(0, DocMemory::vectors_kept),
+                            wait_seconds = format!("{:.4}", waited_since(&gather, &mut waited)),
+                            "replica step"
+                        );
+                        model = Some(m);
+                        pending = side.next.take();
+                    }
+                    Err(e) => tracing::warn!(worker = index, timestep, error = %e, "step dropped"),
+                }
+            }
+            Lead::Stop(None) => return Ok(()),
+            Lead::Stop(Some(why)) => return Err(ClusterError::LeaderStopped(why)),
+            Lead::Terms { .. }
+            | Lead::Shards(_)
+            | Lead::Nearest { .. }
+            | Lead::Judgement(_)
+            | Lead::Found(_)
+            | Lead::Updated(_)
+            | Lead::Abort => {}
+        }
+    }
+}
