@@ -54,8 +54,7 @@ pub(super) struct PoolFigures {
     pub shards: usize,
     /// Of those, shards of other workers' hands.
     pub taken: usize,
-    /// Of those, shards worked out while waiting for an earlier round (a search round; for
-    /// the tokenising, the last round of the step before).
+    /// Of those, shards worked out while waiting for a search round.
     pub filled: usize,
     /// Seconds from the start of the search to the end of its last round.
     pub search_seconds: f64,
@@ -285,14 +284,10 @@ pub(super) fn code_and_search(
 /// A step's tokenising of `job` on any worker of `gather`: every shard's resolved terms, each
 /// once, whoever worked it out. The shards are dealt out as [`term_deal`] deals them with the
 /// leader's part `lead`; a worker that is done takes shards from the others' hands.
-///
-/// `ahead`: what this worker tokenised of the batch before the step began
-/// ([`tokenise_ahead`]); taken only when it was for this step's terms round.
 pub(super) fn tokenise(
     gather: &RefCell<Gather>,
     job: &TermJob<'_>,
     lead: LeadTerms,
-    ahead: Option<Pretokenised>,
 ) -> Result<(Vec<ShardTerms>, PoolFigures), EngineError> {
     let (index, peers) = {
         let g = gather.borrow();
@@ -300,11 +295,6 @@ pub(super) fn tokenise(
     };
     let hands = term_deal(&job.shard_costs(), peers, lead);
     let mut pool = Pool::new(Terms(job), hands, &gather.borrow());
-    if let Some(a) = ahead.filter(|a| a.key == pool.key) {
-        pool.claimed = a.claimed;
-        pool.outs = a.outs;
-        pool.figures = a.figures;
-    }
     let traffic = || gather.borrow().traffic();
     let bytes0 = traffic();
     let vocab = vocab_mark(job);
@@ -325,34 +315,6 @@ pub(super) fn tokenise(
     let (lead, replies) = decode(&round)?;
     let outs = merge::<Terms>(gather_terms(lead, replies, job.timestep)?)?;
     Ok((outs, pool.figures))
-}
-
-/// What a replica tokenised of the next step's batch while it waited for this step's last
-/// round ([`tokenise_ahead`]), for [`tokenise`] to go on from.
-pub(super) struct Pretokenised {
-    /// The terms round it is for: the round after the one awaited.
-    key: u64,
-    claimed: [bool; LOGICAL_SHARDS],
-    outs: Vec<ShardTerms>,
-    figures: PoolFigures,
-}
-
-/// Tokenise shards of `job` (the next step's batch, with the leader's part `lead`) until the
-/// oldest open round of `g` is complete, claiming them for the terms round after it.
-pub(super) fn tokenise_ahead(
-    g: &mut Gather,
-    job: &TermJob<'_>,
-    lead: LeadTerms,
-) -> Result<Pretokenised, EngineError> {
-    let hands = term_deal(&job.shard_costs(), g.peers(), lead);
-    let mut pool = Pool::new(Terms(job), hands, g);
-    pool.fill(g)?;
-    Ok(Pretokenised {
-        key: pool.key,
-        claimed: pool.claimed,
-        outs: pool.outs,
-        figures: pool.figures,
-    })
 }
 
 /// The outputs of a round of pooled work with every shard once: by shard, the first of those
@@ -489,79 +451,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("logical shard 3"), "{e}");
-    }
-}
-
-#[cfg(test)]
-mod ahead_tests {
-    use super::*;
-    use novad_models::model::TextParams;
-    use novad_models::text::Vocabulary;
-    use std::time::Duration;
-
-    /// 640 short texts.
-    fn batch() -> Vec<String> {
-        (0..640)
-            .map(|i| format!("story {} about river {} and bridge {}", i % 37, i % 11, i))
-            .collect()
-    }
-
-    /// Every shard's terms of `texts`, tokenised here at once.
-    fn whole(texts: &[String]) -> Vec<ShardTerms> {
-        let (vocab, tokenizer) = (Vocabulary::new(10_000), TextParams::default().tokenizer());
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let job = TermJob {
-            timestep: 4,
-            texts: &refs,
-            tokenizer: &tokenizer,
-            vocab: &vocab,
-        };
-        job.run(&(0..LOGICAL_SHARDS).collect::<Vec<_>>())
-    }
-
-    /// A replica that tokenises the next batch while it waits for a round goes on from what
-    /// it did in the next terms round: every shard's terms come out once, as tokenising the
-    /// whole batch at once gives them.
-    #[test]
-    fn a_batch_tokenised_ahead_is_taken_up_by_the_terms_round() {
-        let guards = timely::execute(timely::Config::process(2), |worker| {
-            let gather = RefCell::new(Gather::new(worker, 2));
-            let me = gather.borrow().index();
-            let texts = batch();
-            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let (vocab, tokenizer) = (Vocabulary::new(10_000), TextParams::default().tokenizer());
-            let job = TermJob {
-                timestep: 4,
-                texts: &refs,
-                tokenizer: &tokenizer,
-                vocab: &vocab,
-            };
-            let lead = LeadTerms::Little;
-            let mut ahead = None;
-            if me == 0 {
-                // the leader's update takes a while
-                std::thread::sleep(Duration::from_millis(50));
-                gather.borrow_mut().round(vec![0]);
-            } else {
-                let mut g = gather.borrow_mut();
-                g.begin(vec![1]);
-                ahead = Some(tokenise_ahead(&mut g, &job, lead).unwrap());
-                g.finish();
-            }
-            let before = ahead.as_ref().map_or(0, |a| a.outs.len());
-            let (outs, f) = tokenise(&gather, &job, lead, ahead).unwrap();
-            (outs, before, f)
-        })
-        .unwrap();
-        let results: Vec<_> = guards.join().into_iter().map(Result::unwrap).collect();
-        let want = whole(&batch());
-        for (outs, _, _) in &results {
-            assert!(outs == &want, "the terms differ from the whole batch's");
-        }
-        let (_, before, replica) = &results[1];
-        assert!(*before > 0, "the replica tokenised nothing ahead");
-        // the shards tokenised ahead count as the replica's, taken up, not tokenised again
-        assert_eq!(replica.filled, *before, "{replica:?}");
-        assert!(replica.shards >= *before, "{replica:?}");
     }
 }

@@ -16,12 +16,10 @@
 //! - with a judge, the leader's judgement;
 //! - when the step has topics or refreshes atoms, the topics and the refresh plan the last
 //!   worker ([`finder`]) worked out while the leader ran the update (begun before the update,
-//!   finished after it, so that nobody waits for it); the next step's [`Lead::Step`] follows
-//!   it at once when the leader read the next file meanwhile, and the replicas tokenise it
-//!   while they wait for the update;
+//!   finished after it, so that nobody waits for it);
 //! - when the step updates the dictionary, the leader's update ([`Lead::Updated`]), which the
-//!   replicas take instead of computing it (the next step follows it, when it did not go out
-//!   with the topics).
+//!   replicas take instead of computing it; the next step's [`Lead::Step`] follows it at once
+//!   when the leader read the next file meanwhile.
 //!
 //! A leader whose step failed, or that abandons a step it sent ahead, sends [`Lead::Abort`],
 //! which ends the step on every replica still in it.

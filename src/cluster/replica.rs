@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use novad_models::engine::{memory_batch, scored_batch, searcher, MemoryBatch};
 use novad_models::l1::replicate::{
-    CodedAndFound, CodingJob, Found, MemorySearch, NextVocab, Query, Replication, ShardOutput,
-    ShardTerms, TermJob, Updated,
+    CodedAndFound, CodingJob, Found, MemorySearch, Query, Replication, ShardOutput, ShardTerms,
+    TermJob, Updated,
 };
 use novad_models::l1::Model;
 use novad_models::memory::{DocMemory, MemoryError, Neighbour};
@@ -17,7 +17,7 @@ use novad_models::model::{EngineError, Judge, Judgement, Scored};
 use novad_models::text::{SparseDoc, Vocabulary};
 
 use super::net::Gather;
-use super::pool::{code_and_search, tokenise, tokenise_ahead, PoolFigures, Pretokenised};
+use super::pool::{code_and_search, tokenise, PoolFigures};
 use super::protocol::{
     broken, decode, encode, finds, finish_found, memory_share, query_of, search_round, Lead,
     LeadTerms, Reply,
@@ -33,11 +33,6 @@ pub(super) struct ReplicaSide {
     pub timestep: u64,
     /// How much of the step's tokenising the leader does ([`term_deal`](super::protocol::term_deal)).
     pub lead_terms: LeadTerms,
-    /// What this worker tokenised of the step's batch before the step began.
-    pub ahead: Option<Pretokenised>,
-    /// The next step, when the leader sent it before this step's update: its command and
-    /// what this worker tokenised of it while it waited for the update.
-    pub next: Option<(Lead, Pretokenised)>,
     /// What the step's tokenising cost this worker.
     pub terms: PoolFigures,
     /// What the step's coding and search cost this worker.
@@ -46,7 +41,7 @@ pub(super) struct ReplicaSide {
 
 impl Replication for ReplicaSide {
     fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
-        let (outs, f) = tokenise(&self.gather, job, self.lead_terms, self.ahead.take())?;
+        let (outs, f) = tokenise(&self.gather, job, self.lead_terms)?;
         self.terms = f;
         Ok(outs)
     }
@@ -114,53 +109,6 @@ impl Replication for ReplicaSide {
         } else {
             g.round(encode(&Reply::Idle))
         };
-        take_update(decode(&round)?.0)
-    }
-
-    /// The leader may send the next step before the update (when it read the next file
-    /// meanwhile): the replica then tokenises that batch while the update comes.
-    fn receive_update(&mut self, next: &NextVocab<'_>) -> Result<Option<Updated>, EngineError> {
-        let mut g = self.gather.borrow_mut();
-        let round = if g.open() > 0 {
-            g.finish()
-        } else {
-            g.round(encode(&Reply::Idle))
-        };
-        let lead = decode(&round)?.0;
-        let Lead::Step {
-            timestep,
-            docs,
-            times,
-            judged,
-            lead_terms,
-        } = lead
-        else {
-            return take_update(lead);
-        };
-        if timestep != next.timestep {
-            return Err(broken(format!(
-                "the next step is at timestep {timestep}, this one at {}",
-                self.timestep
-            )));
-        }
-        g.begin(encode(&Reply::Idle));
-        let texts: Vec<&str> = docs.iter().map(String::as_str).collect();
-        let job = TermJob {
-            timestep,
-            texts: &texts,
-            tokenizer: next.tokenizer,
-            vocab: next.vocab,
-        };
-        let ahead = tokenise_ahead(&mut g, &job, lead_terms)?;
-        let step = Lead::Step {
-            timestep,
-            docs,
-            times,
-            judged,
-            lead_terms,
-        };
-        self.next = Some((step, ahead));
-        let round = g.finish();
         take_update(decode(&round)?.0)
     }
 }
@@ -283,14 +231,8 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
     // the gather's waiting counted up to the last step logged
     let mut waited = 0.0;
     let mut memory: Option<DocMemory> = None;
-    // the next step, received during a step (see `ReplicaSide::receive_update`)
-    let mut pending: Option<(Lead, Pretokenised)> = None;
     loop {
-        let (lead, ahead) = match pending.take() {
-            Some((lead, ahead)) => (lead, Some(ahead)),
-            None => (next_command(&gather)?, None),
-        };
-        match lead {
+        match next_command(&gather)? {
             Lead::Load {
                 model: m,
                 memory: parts,
@@ -333,8 +275,6 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                     gather: Rc::clone(&gather),
                     timestep,
                     lead_terms,
-                    ahead,
-                    next: None,
                     terms: Default::default(),
                     coding: Default::default(),
                 };
@@ -358,7 +298,6 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                             vectorize_seconds = format!("{:.4}", s.seconds_vectorize),
                             coding_seconds = format!("{:.4}", s.seconds_coding),
                             terms_shards = side.terms.shards,
-                            terms_ahead = side.terms.filled,
                             code_seconds = format!("{:.4}", side.coding.work_seconds),
                             shards_coded = side.coding.shards,
                             shards_taken = side.coding.taken,
@@ -371,7 +310,6 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                             "replica step"
                         );
                         model = Some(m);
-                        pending = side.next.take();
                     }
                     Err(e) => tracing::warn!(worker = index, timestep, error = %e, "step dropped"),
                 }

@@ -349,8 +349,8 @@ fn metered<T>(gather: &RefCell<Gather>, f: impl FnOnce() -> T) -> Metered<T> {
 }
 
 impl LeaderSide {
-    /// Send the next batch, when the leader read it meanwhile and has not sent it yet, as the
-    /// next step: the replicas start on it while the leader finishes this step.
+    /// Send the next batch, when the leader read it meanwhile, as the next step: the replicas
+    /// start on it while the leader finishes this step.
     fn send_ahead(&mut self) {
         let Some(batch) = self.next.take() else {
             return;
@@ -373,7 +373,7 @@ impl LeaderSide {
 
 impl Replication for LeaderSide {
     fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
-        let (outs, pool) = tokenise(&self.gather, job, self.lead_terms, None)?;
+        let (outs, pool) = tokenise(&self.gather, job, self.lead_terms)?;
         let f = &mut self.figures;
         f.terms_seconds = pool.work_seconds;
         f.terms_exchange_seconds = pool.exchange_seconds;
@@ -447,13 +447,10 @@ impl Replication for LeaderSide {
         finds(&self.gather.borrow())
     }
 
-    /// The next batch, when the leader read it meanwhile, follows at once as the next step
-    /// ([`Ahead`]): the replicas tokenise it while the leader runs the update.
     fn offer(&mut self, mine: Option<&Found>) -> Result<(), EngineError> {
         self.gather
             .borrow_mut()
             .begin(encode(&Lead::Found(mine.cloned())));
-        self.send_ahead();
         Ok(())
     }
 
@@ -472,8 +469,7 @@ impl Replication for LeaderSide {
     }
 
     /// Sent without waiting: the replicas take it while the leader goes on. The next batch,
-    /// when the leader read it meanwhile and did not send it with the found round, follows at
-    /// once as the next step ([`Ahead`]).
+    /// when the leader read it meanwhile, follows at once as the next step ([`Ahead`]).
     fn updated(&mut self, mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
         let u = mine.ok_or_else(|| {
             EngineError::Inconsistent("cluster: the leader computes the update itself".into())

@@ -16,9 +16,7 @@ use crate::l1::dictionary::{
     RefreshPlan,
 };
 use crate::l1::params::Params;
-use crate::l1::replicate::{
-    CodingJob, Found, Local, NextVocab, Replication, Tapped, TermJob, Updated,
-};
+use crate::l1::replicate::{CodingJob, Found, Local, Replication, Tapped, TermJob, Updated};
 use crate::model::{
     decode_part, judged, params_image, Code, EngineError, Judge, OiadmmStats, ParamsError, Scored,
     StepOutput, StepStats, Verdict,
@@ -435,14 +433,8 @@ impl Model {
                 }
             }
         } else if receives {
-            let tokenizer = self.tokenizer();
-            let next = NextVocab {
-                timestep: self.timestep + 1,
-                vocab: &vocab,
-                tokenizer: &tokenizer,
-            };
             let u = rep
-                .receive_update(&next)?
+                .updated(None)?
                 .ok_or_else(|| missing("dictionary update"))?;
             (dict, last_used) = received_update(u, m, &mut stats)?;
         } else if refresh.is_some() {

@@ -255,14 +255,6 @@ pub struct Updated {
 /// [`crate::memory::DocMemory::nearest_above`]), in the order asked.
 pub type MemorySearch<'a> = dyn Fn(&[(usize, Option<Floor>)]) -> Vec<Option<Neighbour>> + 'a;
 
-/// What the next step's tokenising needs of a step ([`Replication::receive_update`]): the next
-/// step's timestep, the vocabulary after observing this step's batch, and the tokenizer.
-pub struct NextVocab<'a> {
-    pub timestep: u64,
-    pub vocab: &'a Vocabulary,
-    pub tokenizer: &'a Tokenizer,
-}
-
 /// A judge's search of a step's batch ([`Judge::query`]), as [`Replication::nearest`] takes
 /// it: the batch's `n` documents, the mark and the logical-shard mask of the memory searched,
 /// and the search itself.
@@ -376,13 +368,6 @@ pub trait Replication {
     /// from the replica that computed it (passed on), `None` from the others (which get it).
     fn updated(&mut self, _mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
         Ok(None)
-    }
-
-    /// [`Self::updated`] with `None`, on a replica that receives the update: `next` is what the
-    /// next step's tokenising needs of this one, for a replica that has the next batch already
-    /// and tokenises it while it waits. By default just [`Self::updated`].
-    fn receive_update(&mut self, _next: &NextVocab<'_>) -> Result<Option<Updated>, EngineError> {
-        self.updated(None)
     }
 
     /// True for [`Local`]: every shard is computed here (any model kind may then step).
