@@ -302,13 +302,14 @@ impl Gather {
         }
     }
 
-    /// Send `notice` to every other worker now, outside the rounds.
+    /// Send `notice` to every other worker now, outside the rounds. One step hands it to the
+    /// dataflow; the next step of this worker (any call here) takes it on to the network.
     pub fn notify(&mut self, notice: Vec<u8>) {
         self.bytes_sent += (notice.len() * (self.peers() - self.local)) as u64;
         self.input
             .send((self.sent, self.index() as u32, true, Payload(notice)));
         self.input.flush();
-        self.push();
+        self.worker.step();
     }
 
     /// The notices received from other workers since the last call (taking in what has
