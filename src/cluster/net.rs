@@ -317,12 +317,7 @@ impl Gather {
     pub fn notices(&mut self) -> Vec<(u32, Vec<u8>)> {
         self.worker.step();
         let heard = std::mem::take(&mut *self.heard.borrow_mut());
-        let me = self.index() / self.local;
-        self.bytes_received += heard
-            .iter()
-            .filter(|h| h.0 as usize / self.local != me)
-            .map(|h| h.1.len() as u64)
-            .sum::<u64>();
+        self.count_received(&heard);
         heard
     }
 
@@ -377,13 +372,18 @@ impl Gather {
             .unwrap_or_default();
         self.round += 1;
         got.sort_by_key(|g| g.0);
+        self.count_received(&got);
+        got.into_iter().map(|g| g.1).collect()
+    }
+
+    /// Count the bytes of `got` (sending worker, bytes) that came from other processes.
+    fn count_received(&mut self, got: &[(u32, Vec<u8>)]) {
         let me = self.index() / self.local;
         self.bytes_received += got
             .iter()
             .filter(|g| g.0 as usize / self.local != me)
             .map(|g| g.1.len() as u64)
             .sum::<u64>();
-        got.into_iter().map(|g| g.1).collect()
     }
 }
 
