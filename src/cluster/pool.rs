@@ -417,7 +417,7 @@ mod tests {
             let me = g.index();
             let work = Squares {
                 slow: true,
-                pause: Duration::from_millis(3),
+                pause: Duration::from_millis(5),
             };
             let mut pool = Pool::new(work, halves(), &g);
             if me == 1 {
@@ -437,7 +437,7 @@ mod tests {
             assert_eq!(round, &vec![vec![0], vec![1]]);
             assert_eq!(outs.len(), LOGICAL_SHARDS);
         }
-        // 60 ms of waiting at 3 ms a shard: worker 0 filled much of its wait, not all 64
+        // 60 ms of waiting at 5 ms a shard: worker 0 filled much of its wait, not all 64
         // shards (it stops once the round is complete)
         assert!(results[0].1 >= 5, "worker 0 filled {} shards", results[0].1);
         assert!(results[0].1 < LOGICAL_SHARDS, "worker 0 filled every shard");

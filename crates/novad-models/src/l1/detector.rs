@@ -310,7 +310,7 @@ impl Model {
     pub fn step_replicated<D: AsRef<str> + Sync>(
         &self,
         docs: &[D],
-        judge: Option<&mut (dyn Judge + '_)>,
+        mut judge: Option<&mut (dyn Judge + '_)>,
         rep: &mut dyn Replication,
     ) -> Result<(Model, StepOutput), EngineError> {
         let t0 = Instant::now();
@@ -338,7 +338,6 @@ impl Model {
             let dense = bootstrap(&vectors, m, p.k, &p.coding, &p.bootstrap, p.seed);
             dict = Dictionary::from_dense(dense.view());
         }
-        let mut judge = judge;
         let codes = if bootstrapped {
             self.code(&vectors, &vocab, &dict, judge.as_deref_mut(), rep)?
         } else {
@@ -568,9 +567,8 @@ impl Model {
     }
 
     /// The codes of the batch against `dict`, in batch order, computed by logical shard by
-    /// `rep` and checked to fit.
-    /// The batch's codes, by `rep`; when `rep` is not [`Local`], the search `judge` asks for
-    /// runs with the coding and its answer goes back to the judge.
+    /// `rep` and checked to fit. When `rep` is not [`Local`], the search `judge` asks for runs
+    /// with the coding and its answer goes back to the judge.
     fn code(
         &self,
         vectors: &[SparseDoc],
