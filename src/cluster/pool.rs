@@ -36,8 +36,9 @@ use super::protocol::{
     shards_message, term_deal, terms_message, vocab_mark, LeadTerms,
 };
 
-/// A worker's announcement that it codes `shard` in the step whose coding began at gather
-/// round `key` (so that claims left over from an abandoned step are not taken for this one's).
+/// A worker's announcement that it works out `shard` of the pooled work that began at gather
+/// round `key` (so that claims left over from other work, or from an abandoned step, are not
+/// taken for this work's).
 #[derive(Serialize, Deserialize)]
 struct Claim {
     key: u64,
