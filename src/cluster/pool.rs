@@ -3,8 +3,9 @@
 //!
 //! Every worker deals the same hands of logical shards from the same job
 //! ([`super::protocol::term_deal`], [`super::protocol::coding_deal`]). A worker works out its
-//! hand from the front, and announces every shard it is about to work out with a claim
-//! ([`Gather::notify`]). It codes while it waits for the other workers' parts of the search
+//! hand from the front, and announces the shards it is about to work out with a claim
+//! ([`Gather::notify`]): several of its hand at once, a shrinking share of what is left of
+//! it ([`chunk`]), so that a hand takes a few claims rather than one per shard. It codes while it waits for the other workers' parts of the search
 //! rounds, instead of waiting idle. Once its hand is done it takes unclaimed shards from the
 //! back of the hand with the most left, until every shard is claimed as far as it knows, and
 //! only then contributes what it worked out to the round. Workers that run at different
@@ -19,6 +20,7 @@
 //! job and the shard only); the round keeps one ([`merge`]).
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -36,13 +38,23 @@ use super::protocol::{
     shards_message, term_deal, terms_message, vocab_mark, LeadTerms,
 };
 
-/// A worker's announcement that it works out `shard` of the pooled work that began at gather
-/// round `key` (so that claims left over from other work, or from an abandoned step, are not
-/// taken for this work's).
+/// A worker's announcement that it works out `shards` (bit s: logical shard s) of the pooled
+/// work that began at gather round `key` (so that claims left over from other work, or from
+/// an abandoned step, are not taken for this work's).
 #[derive(Serialize, Deserialize)]
 struct Claim {
     key: u64,
-    shard: u32,
+    shards: u64,
+}
+
+/// How many shards of its own hand a worker claims at once when `left` of them are
+/// unclaimed and `peers` workers share the work: a shrinking share of what is left (guided
+/// self-scheduling), so that a hand takes a few claims instead of one per shard, while the
+/// shards it leaves unclaimed are enough for a worker done early to take, down to one at a
+/// time at the end. Every claim costs both workers a step of the dataflow and the network
+/// threads a message.
+fn chunk(left: usize, peers: usize) -> usize {
+    left.div_ceil(2 * peers.max(1)).max(1)
 }
 
 /// What a worker's part of a step's pooled work (the tokenising, or the coding with the
@@ -57,6 +69,8 @@ pub(super) struct PoolFigures {
     pub taken: usize,
     /// Of those, shards worked out while waiting for a search round.
     pub filled: usize,
+    /// Claims this worker sent (each of one shard or more).
+    pub claims: usize,
     /// Seconds from the start of the search to the end of its last round.
     pub search_seconds: f64,
     /// Bytes sent and received over the network meanwhile (the search's parts, the claims).
@@ -120,6 +134,8 @@ pub(super) struct Pool<W: Work> {
     key: u64,
     /// The shards claimed so far, as this worker knows.
     claimed: [bool; LOGICAL_SHARDS],
+    /// Shards this worker claimed and has not worked out yet, in the order it works them out.
+    reserved: VecDeque<usize>,
     outs: Vec<W::Out>,
     pub figures: PoolFigures,
 }
@@ -134,6 +150,7 @@ impl<W: Work> Pool<W> {
             me: g.index(),
             key: g.next_round(),
             claimed: [false; LOGICAL_SHARDS],
+            reserved: VecDeque::new(),
             outs: Vec::new(),
             figures: PoolFigures::default(),
         }
@@ -145,22 +162,28 @@ impl<W: Work> Pool<W> {
             let c: Claim = postcard::from_bytes(&bytes)
                 .map_err(|e| broken(format!("undecodable claim from worker {from}: {e}")))?;
             if c.key == self.key {
-                let slot = self.claimed.get_mut(c.shard as usize).ok_or_else(|| {
-                    broken(format!(
-                        "worker {from} claims shard {}: no such shard",
-                        c.shard
-                    ))
-                })?;
-                *slot = true;
+                if let Some(s) = (LOGICAL_SHARDS..64).find(|&s| (c.shards >> s) & 1 == 1) {
+                    return Err(broken(format!(
+                        "worker {from} claims shard {s}: no such shard"
+                    )));
+                }
+                for (s, slot) in self.claimed.iter_mut().enumerate() {
+                    *slot |= (c.shards >> s) & 1 == 1;
+                }
             }
         }
         Ok(())
     }
 
-    /// The first unclaimed shard of this worker's hand.
-    fn next_own(&self) -> Option<usize> {
-        let hand = self.hands.get(self.me)?;
-        hand.iter().copied().find(|&s| !self.claimed[s])
+    /// The first unclaimed shards of this worker's hand, as many as it claims at once
+    /// ([`chunk`]); empty when every shard of it is claimed.
+    fn own_chunk(&self) -> Vec<usize> {
+        let Some(hand) = self.hands.get(self.me) else {
+            return Vec::new();
+        };
+        let unclaimed: Vec<usize> = hand.iter().copied().filter(|&s| !self.claimed[s]).collect();
+        let n = chunk(unclaimed.len(), self.hands.len());
+        unclaimed.into_iter().take(n).collect()
     }
 
     /// The last unclaimed shard of the hand with the most unclaimed shards (the first such
@@ -182,13 +205,39 @@ impl<W: Work> Pool<W> {
         hand.iter().rev().copied().find(|&s| !self.claimed[s])
     }
 
-    /// Claim `shard` (telling every other worker) and run it.
-    fn run(&mut self, g: &mut Gather, shard: usize) {
-        self.claimed[shard] = true;
+    /// The next shard for this worker to work out: the next one it claimed already; else,
+    /// after taking in the others' claims, the first shards of its own hand claimed at once;
+    /// else the shard [`Self::next_taken`] names, claimed. A claim is sent to every other
+    /// worker before the shard is worked out. `None` once every shard is claimed, as far as
+    /// this worker knows.
+    fn next(&mut self, g: &mut Gather) -> Result<Option<usize>, EngineError> {
+        if let Some(s) = self.reserved.pop_front() {
+            return Ok(Some(s));
+        }
+        self.hear(g)?;
+        let mut claim = self.own_chunk();
+        if claim.is_empty() {
+            claim.extend(self.next_taken());
+        }
+        let Some(&first) = claim.first() else {
+            return Ok(None);
+        };
+        let mut mask = 0u64;
+        for &s in &claim {
+            self.claimed[s] = true;
+            mask |= 1 << s;
+        }
         g.notify(encode(&Claim {
             key: self.key,
-            shard: shard as u32,
+            shards: mask,
         }));
+        self.figures.claims += 1;
+        self.reserved.extend(&claim[1..]);
+        Ok(Some(first))
+    }
+
+    /// Work out `shard` (claimed already).
+    fn run(&mut self, shard: usize) {
         let t0 = Instant::now();
         self.outs.push(self.work.run(shard));
         self.figures.work_seconds += t0.elapsed().as_secs_f64();
@@ -202,11 +251,10 @@ impl<W: Work> Pool<W> {
     /// complete.
     fn fill(&mut self, g: &mut Gather) -> Result<(), EngineError> {
         while !g.ready() {
-            self.hear(g)?;
-            let Some(s) = self.next_own().or_else(|| self.next_taken()) else {
+            let Some(s) = self.next(g)? else {
                 break;
             };
-            self.run(g, s);
+            self.run(s);
             self.figures.filled += 1;
         }
         Ok(())
@@ -214,13 +262,10 @@ impl<W: Work> Pool<W> {
 
     /// Run shards until every shard is claimed.
     fn drain(&mut self, g: &mut Gather) -> Result<(), EngineError> {
-        loop {
-            self.hear(g)?;
-            match self.next_own().or_else(|| self.next_taken()) {
-                Some(s) => self.run(g, s),
-                None => return Ok(()),
-            }
+        while let Some(s) = self.next(g)? {
+            self.run(s);
         }
+        Ok(())
     }
 
     /// Run shards until every shard is claimed, then contribute this worker's outputs (made
@@ -405,6 +450,9 @@ mod tests {
         }
         let (fast, slow) = (results[0].1, results[1].1);
         assert!(fast.taken > 0, "the fast worker took nothing: {fast:?}");
+        // its own hand in a few claims, each shard it took in one
+        assert!(fast.claims < fast.shards, "{fast:?}");
+        assert!(fast.claims >= fast.taken, "{fast:?}");
         assert_eq!(slow.taken, 0, "{slow:?}");
         assert!(fast.shards + slow.shards >= LOGICAL_SHARDS);
         assert!(slow.shards < LOGICAL_SHARDS / 2, "{slow:?}");
@@ -442,6 +490,54 @@ mod tests {
         // shards (it stops once the round is complete)
         assert!(results[0].1 >= 5, "worker 0 filled {} shards", results[0].1);
         assert!(results[0].1 < LOGICAL_SHARDS, "worker 0 filled every shard");
+    }
+
+    /// Workers of the same speed claim their hands a few shards at a time: far fewer claims
+    /// than shards, and every shard still worked out once.
+    #[test]
+    fn a_hand_is_claimed_in_a_few_claims() {
+        let guards = timely::execute(timely::Config::process(2), |worker| {
+            let mut g = Gather::new(worker, 2);
+            let work = Squares {
+                slow: true,
+                pause: Duration::from_millis(1),
+            };
+            let mut pool = Pool::new(work, halves(), &g);
+            let round = pool.finish(&mut g, |outs| encode(&outs)).unwrap();
+            (merged(&round).len(), pool.figures)
+        })
+        .unwrap();
+        for r in guards.join() {
+            let (outs, f) = r.unwrap();
+            assert_eq!(outs, LOGICAL_SHARDS);
+            assert!(f.claims * 2 <= f.shards, "{f:?}");
+        }
+    }
+
+    /// A claim of a worker's own hand leaves at least half of what is left of it unclaimed
+    /// (for a worker done early to take), ends with claims of one shard, and a hand of more
+    /// than two shards a worker takes fewer claims than shards.
+    #[test]
+    fn a_claim_leaves_half_of_the_hand_and_shrinks_to_one_shard() {
+        for peers in 2..=4 {
+            for hand in 1..=LOGICAL_SHARDS {
+                let (mut left, mut claims, mut last) = (hand, 0, 0);
+                while left > 0 {
+                    let c = chunk(left, peers);
+                    assert!(c >= 1 && c <= left.div_ceil(2), "{c} of {left}");
+                    left -= c;
+                    claims += 1;
+                    last = c;
+                }
+                assert_eq!(last, 1, "hand {hand}, {peers} workers");
+                if hand > 2 * peers {
+                    assert!(
+                        claims < hand,
+                        "{claims} claims, hand {hand}, {peers} workers"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

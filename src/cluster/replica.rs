@@ -298,6 +298,7 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                             vectorize_seconds = format!("{:.4}", s.seconds_vectorize),
                             coding_seconds = format!("{:.4}", s.seconds_coding),
                             terms_shards = side.terms.shards,
+                            claims_sent = side.terms.claims + side.coding.claims,
                             code_seconds = format!("{:.4}", side.coding.work_seconds),
                             shards_coded = side.coding.shards,
                             shards_taken = side.coding.taken,

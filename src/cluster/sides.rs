@@ -172,6 +172,7 @@ impl Leader {
             terms_exchange_seconds = format!("{:.4}", f.terms_exchange_seconds),
             terms_bytes = f.terms_bytes,
             terms_shards = f.terms_shards,
+            claims_sent = f.claims_sent,
             code_seconds = format!("{:.4}", f.code_seconds),
             exchange_seconds = format!("{:.4}", f.exchange_seconds),
             outputs_bytes = f.outputs_bytes,
@@ -264,6 +265,8 @@ struct Figures {
     terms_seconds: f64,
     /// Shards the leader tokenised.
     terms_shards: usize,
+    /// Claims the leader sent in the tokenising and the coding (each of one shard or more).
+    claims_sent: usize,
     /// Waiting for the terms round to complete.
     terms_exchange_seconds: f64,
     /// Bytes of the terms round sent and received over the network.
@@ -379,6 +382,7 @@ impl Replication for LeaderSide {
         f.terms_exchange_seconds = pool.exchange_seconds;
         f.terms_bytes = pool.outputs_bytes;
         f.terms_shards = pool.shards;
+        f.claims_sent += pool.claims;
         Ok(outs)
     }
 
@@ -416,6 +420,7 @@ impl Replication for LeaderSide {
         f.shards_coded = pool.shards;
         f.shards_taken = pool.taken;
         f.shards_filled = pool.filled;
+        f.claims_sent += pool.claims;
         Ok(out)
     }
 
