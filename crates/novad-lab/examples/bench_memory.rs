@@ -10,8 +10,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use novad_models::memory::{term_key, DocMemory, DocRef, MemoryParams, TermVector};
-use novad_models::text::{tfidf_l1, Vocabulary};
+use novad_lab::corpus::{keyed_vectors, near_copy};
+use novad_models::memory::{DocMemory, DocRef, MemoryParams, TermVector};
 
 fn rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -22,24 +22,6 @@ fn rss_mib() -> f64 {
                 .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
         })
         .map_or(f64::NAN, |kib| kib / 1024.0)
-}
-
-/// Copy `c` of a base vector: every term whose (key, c) hash falls in the lowest fifth is
-/// replaced by a copy-specific term.
-fn variant(base: &[(u64, f64)], c: u64) -> TermVector {
-    TermVector::from_pairs(
-        base.iter()
-            .map(|&(k, w)| {
-                let h =
-                    (k ^ c.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                if c > 0 && h % 5 == 0 {
-                    (h, w)
-                } else {
-                    (k, w)
-                }
-            })
-            .collect(),
-    )
 }
 
 fn main() {
@@ -53,22 +35,7 @@ fn main() {
     let queries: usize = a.next().map_or(1_000, |s| s.parse().expect("queries"));
 
     let posts = novad_lab::corpus::read_20news(&corpus).expect("read the corpus");
-    let tok = novad_models::Params::default().text.tokenizer();
-    let tokens: Vec<Vec<String>> = posts.iter().map(|p| tok.tokens(&p.text)).collect();
-    let mut vocab = Vocabulary::new(10_000_000);
-    let (counts, _) = vocab.observe(&tokens, 0);
-    let base: Vec<Vec<(u64, f64)>> = counts
-        .iter()
-        .map(|c| {
-            let d = tfidf_l1(c, |id| vocab.df(id), vocab.docs_seen());
-            d.ids
-                .iter()
-                .zip(&d.vals)
-                .map(|(&id, &v)| (term_key(vocab.term(id)), v))
-                .collect()
-        })
-        .filter(|v: &Vec<(u64, f64)>| !v.is_empty())
-        .collect();
+    let base = keyed_vectors(&posts);
     let mean_terms = base.iter().map(|b| b.len()).sum::<usize>() as f64 / base.len() as f64;
     println!(
         "{} posts, {mean_terms:.1} distinct terms per post on average; cap {max_docs} documents",
@@ -87,7 +54,7 @@ fn main() {
     let mut mem = DocMemory::new(params).expect("valid parameters");
     // held-out queries: copies no stored document has
     let qs: Vec<TermVector> = (0..queries)
-        .map(|i| variant(&base[(i * 7919) % base.len()], 1_000_003 + i as u64))
+        .map(|i| near_copy(&base[(i * 7919) % base.len()], 1_000_003 + i as u64))
         .collect();
     let qrefs: Vec<&TermVector> = qs.iter().collect();
     println!(
@@ -113,7 +80,7 @@ fn main() {
         while next < cp {
             let end = (next + 1000).min(cp);
             let vs: Vec<TermVector> = (next..end)
-                .map(|i| variant(&base[i % base.len()], (i / base.len()) as u64))
+                .map(|i| near_copy(&base[i % base.len()], (i / base.len()) as u64))
                 .collect();
             let batch: Vec<(DocRef, &TermVector)> = vs
                 .iter()

@@ -6,6 +6,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use flate2::read::GzDecoder;
+use novad_models::memory::{term_key, TermVector};
+use novad_models::text::{tfidf_l1, Vocabulary};
 use thiserror::Error;
 
 /// Where the tests and examples find the 20 Newsgroups archive: `$NOVAD_20NG` when set,
@@ -93,4 +95,45 @@ pub fn read_20news(path: &Path) -> Result<Vec<Post>, CorpusError> {
     }
     posts.sort_by(|a, b| (&a.group, a.number, &a.split).cmp(&(&b.group, b.number, &b.split)));
     Ok(posts)
+}
+
+/// Every post with at least one term as a document memory's vector would hold it: TF-IDF over
+/// the whole corpus (the default tokenizer, a vocabulary that keeps every term), as (term key,
+/// weight) pairs, in post order.
+pub fn keyed_vectors(posts: &[Post]) -> Vec<Vec<(u64, f64)>> {
+    let tok = novad_models::Params::default().text.tokenizer();
+    let tokens: Vec<Vec<String>> = posts.iter().map(|p| tok.tokens(&p.text)).collect();
+    let mut vocab = Vocabulary::new(10_000_000);
+    let (counts, _) = vocab.observe(&tokens, 0);
+    counts
+        .iter()
+        .map(|c| {
+            let d = tfidf_l1(c, |id| vocab.df(id), vocab.docs_seen());
+            d.ids
+                .iter()
+                .zip(&d.vals)
+                .map(|(&id, &v)| (term_key(vocab.term(id)), v))
+                .collect()
+        })
+        .filter(|v: &Vec<(u64, f64)>| !v.is_empty())
+        .collect()
+}
+
+/// Copy `c` of a vector of [`keyed_vectors`]: every term whose (key, c) hash falls in the
+/// lowest fifth is replaced by a copy-specific term, so copies are near, not exact,
+/// duplicates and a stream of them keeps bringing new terms. Copy 0 is the vector itself.
+pub fn near_copy(base: &[(u64, f64)], c: u64) -> TermVector {
+    TermVector::from_pairs(
+        base.iter()
+            .map(|&(k, w)| {
+                let h =
+                    (k ^ c.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                if c > 0 && h % 5 == 0 {
+                    (h, w)
+                } else {
+                    (k, w)
+                }
+            })
+            .collect(),
+    )
 }
