@@ -57,6 +57,12 @@ impl Replication for ReplicaSide {
     ) -> Result<CodedAndFound, EngineError> {
         let (coded, f) = code_and_search(&self.gather, job, query)?;
         self.coding = f;
+        if query.is_some() {
+            // the step's next round is the judgement, where a replica's part is always
+            // Idle: begun now, the leader's judgement does not wait for what this replica
+            // does before it asks for it (its memory intake, the refresh plan)
+            self.gather.borrow_mut().begin(encode(&Reply::Idle));
+        }
         Ok(coded)
     }
 
@@ -189,9 +195,17 @@ impl Judge for RemoteJudge<'_> {
     }
 }
 
-/// The leader's judgement, received in the step's judgement round.
+/// The leader's judgement, received in the step's judgement round (begun already when the
+/// search ran with the coding, see [`ReplicaSide::code_and_search`]).
 fn leaders_judgement(gather: &RefCell<Gather>) -> Result<Judgement, EngineError> {
-    let round = gather.borrow_mut().round(encode(&Reply::Idle));
+    let round = {
+        let mut g = gather.borrow_mut();
+        if g.open() > 0 {
+            g.finish()
+        } else {
+            g.round(encode(&Reply::Idle))
+        }
+    };
     match decode(&round)?.0 {
         Lead::Judgement(Ok(j)) => Ok(j),
         Lead::Judgement(Err(e)) => Err(broken(format!("the leader's judge failed: {e}"))),

@@ -367,29 +367,32 @@ impl Model {
         // Emerging topics among the novel documents (DICTCLUST), judged by Â_t like the scores
         // (not on the bootstrap batch), and the plan of the refresh of the least-used atoms
         // (nor on an empty batch): one replica works them out and offers them while every
-        // other replica goes on with the update. The plan does not depend on the novelty, but
-        // it is worked out with the topics: before the judgement it would hold up the finder's
-        // part of the search, which every worker waits for.
+        // other replica goes on with the update. The plan does not depend on the novelty: it
+        // is worked out before the judgement, while the leader decides (the coding round and
+        // the search are over by then, so no other worker waits for it).
+        let t_plan = Instant::now();
+        let refresh = (bootstrapped && !is_bootstrap && n > 0)
+            .then_some(p.refresh.as_ref())
+            .flatten();
+        let plan = refresh.filter(|_| rep.finds()).map(|rp| {
+            let k = dict.ncols();
+            let (seed, t) = (p.seed, self.timestep);
+            plan_refresh((m, k), &last_used, &usage, &vectors, &scores, rp, seed, t)
+        });
+        let plan_seconds = t_plan.elapsed().as_secs_f64();
         let (novel, thr) = self.novelty(&scored, judge, rep, &mut history, learn)?;
         stats.threshold = thr.is_finite().then_some(thr);
         let t_topics = Instant::now();
         let want_topics = p.topics.is_some() && !is_bootstrap && bootstrapped;
-        let refresh = (bootstrapped && !is_bootstrap && n > 0)
-            .then_some(p.refresh.as_ref())
-            .flatten();
         let want_found = want_topics || refresh.is_some();
         let mine = (want_found && rep.finds()).then(|| Found {
             topics: want_topics.then(|| self.find_topics(&vectors, &scores, &novel, m)),
-            refresh: refresh.map(|rp| {
-                let k = dict.ncols();
-                let (seed, t) = (p.seed, self.timestep);
-                plan_refresh((m, k), &last_used, &usage, &vectors, &scores, rp, seed, t)
-            }),
+            refresh: plan,
         });
         if want_found {
             rep.offer(mine.as_ref())?;
         }
-        stats.seconds_topics = t_topics.elapsed().as_secs_f64();
+        stats.seconds_topics = plan_seconds + t_topics.elapsed().as_secs_f64();
 
         // Dictionary update (not on the bootstrap batch, not before bootstrap, not on an empty
         // batch). When the replicas share it, one computes it and the others receive it.
