@@ -5,8 +5,9 @@
 //! ([`super::protocol::term_deal`], [`super::protocol::coding_deal`]). A worker works out its
 //! hand from the front, and announces the shards it is about to work out with a claim
 //! ([`Gather::notify`]): several of its hand at once, a shrinking share of what is left of
-//! it ([`chunk`]), so that a hand takes a few claims rather than one per shard. It codes while it waits for the other workers' parts of the search
-//! rounds, instead of waiting idle. Once its hand is done it takes unclaimed shards from the
+//! it ([`chunk`]), so that a hand takes a few claims rather than one per shard. It codes
+//! while it waits for the other workers' parts of the search rounds, instead of waiting
+//! idle. Once its hand is done it takes unclaimed shards from the
 //! back of the hand with the most left, until every shard is claimed as far as it knows, and
 //! only then contributes what it worked out to the round. Workers that run at different
 //! speeds (another program on one core, the leader's other work, a batch whose documents cost
@@ -46,6 +47,11 @@ struct Claim {
     key: u64,
     shards: u64,
 }
+
+const _: () = assert!(
+    LOGICAL_SHARDS >= 1 && LOGICAL_SHARDS <= 64,
+    "a claim is a 64-bit mask of logical shards"
+);
 
 /// How many shards of its own hand a worker claims at once when `left` of them are
 /// unclaimed and `peers` workers share the work: a shrinking share of what is left (guided
@@ -162,9 +168,11 @@ impl<W: Work> Pool<W> {
             let c: Claim = postcard::from_bytes(&bytes)
                 .map_err(|e| broken(format!("undecodable claim from worker {from}: {e}")))?;
             if c.key == self.key {
-                if let Some(s) = (LOGICAL_SHARDS..64).find(|&s| (c.shards >> s) & 1 == 1) {
+                let beyond = c.shards & !(u64::MAX >> (64 - LOGICAL_SHARDS));
+                if beyond != 0 {
                     return Err(broken(format!(
-                        "worker {from} claims shard {s}: no such shard"
+                        "worker {from} claims shard {}: no such shard",
+                        beyond.trailing_zeros()
                     )));
                 }
                 for (s, slot) in self.claimed.iter_mut().enumerate() {

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use novad_lab::corpus::{keyed_vectors, near_copy, read_20news};
+use novad_models::l1::dictionary::{shard_of, LOGICAL_SHARDS};
 use novad_models::memory::{better_neighbour, DocMemory, DocRef, MemoryParams, Share, TermVector};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -78,14 +79,14 @@ fn main() {
     let shares: Vec<DocMemory> = (0..2)
         .map(|w| {
             let mut m = whole.clone();
-            let mine: Vec<usize> = (0..64).filter(|s| s % 2 == w).collect();
+            let mine: Vec<usize> = (0..LOGICAL_SHARDS).filter(|s| s % 2 == w).collect();
             m.restrict(Share::of(&mine, false))
                 .expect("a narrower share");
             m
         })
         .collect();
     // the worker that looks first: the one holding the query's batch position's shard
-    let first = |j: usize| j % 64 % 2;
+    let first = |j: usize| shard_of(j) % 2;
 
     let (t_whole, want) = best_of(reps, || {
         qs.iter().map(|q| whole.nearest(q)).collect::<Vec<_>>()

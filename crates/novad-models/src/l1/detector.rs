@@ -369,7 +369,8 @@ impl Model {
         // (nor on an empty batch): one replica works them out and offers them while every
         // other replica goes on with the update. The plan does not depend on the novelty: it
         // is worked out before the judgement, while the leader decides (the coding round and
-        // the search are over by then, so no other worker waits for it).
+        // the search are over by then, and a replica has joined the judgement round already,
+        // so no other worker waits for it).
         let t_plan = Instant::now();
         let refresh = (bootstrapped && !is_bootstrap && n > 0)
             .then_some(p.refresh.as_ref())
