@@ -239,6 +239,11 @@ impl ParamArgs {
             })?;
             if d == "model" {
                 *slot = None;
+                // the hybrid's default rule is tuned for its calibrated score: the model's own
+                // score gets its own default, unless a rule was given
+                if self.threshold.is_none() {
+                    p.reset_default_threshold();
+                }
             } else {
                 slot.get_or_insert_with(HybridParams::default);
             }

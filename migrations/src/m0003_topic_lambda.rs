@@ -86,7 +86,7 @@ fn encode_v4(p: &Params) -> Result<Vec<u8>, String> {
     if p.hybrid.is_some() {
         return Err("format-4 parameters have no hybrid detector".into());
     }
-    Ok(novad_models::model::params_image(p, false))
+    Ok(novad_models::model::params_image(p, &None))
 }
 
 /// Decode `bytes` as exactly one `T` (no trailing bytes).

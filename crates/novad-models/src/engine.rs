@@ -198,7 +198,20 @@ impl ModelParams {
             ModelParams::Dnmf(_) => None,
         }
     }
+
+    /// An ℓ1 parameter set whose threshold is the calibrated hybrid's default rule
+    /// ([`ThresholdRule::hybrid_adaptive`]) gets the model's own default instead
+    /// ([`ThresholdRule::default_adaptive`]): for a set switched to the model's own score.
+    pub fn reset_default_threshold(&mut self) {
+        if let ModelParams::L1(p) = self {
+            if p.threshold == ThresholdRule::hybrid_adaptive() {
+                p.threshold = ThresholdRule::default_adaptive();
+            }
+        }
+    }
 }
+
+use crate::threshold::ThresholdRule;
 
 fn memory_err(e: MemoryError) -> EngineError {
     match e {
@@ -679,7 +692,7 @@ impl Engine {
             }
             Inner::Ostc(m) => {
                 let p = m.params();
-                parts_digest_bytes(m.as_ref(), params_image(p, p.hybrid.is_some()))
+                parts_digest_bytes(m.as_ref(), params_image(p, &p.hybrid))
             }
         };
         if let Some(h) = &self.hybrid {

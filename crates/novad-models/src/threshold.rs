@@ -20,9 +20,19 @@ pub enum ThresholdRule {
 }
 
 impl ThresholdRule {
+    /// The model's own score's default: the 0.9-quantile of past scores, half-life 30.
     pub fn default_adaptive() -> Self {
         ThresholdRule::Adaptive {
             quantile: 0.9,
+            half_life: 30.0,
+        }
+    }
+
+    /// The calibrated hybrid detector's default: the 0.75-quantile of past scores, half-life
+    /// 30, held in the hybrid's band.
+    pub fn hybrid_adaptive() -> Self {
+        ThresholdRule::Adaptive {
+            quantile: 0.75,
             half_life: 30.0,
         }
     }

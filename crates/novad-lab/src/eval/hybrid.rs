@@ -11,7 +11,7 @@
 use serde::Serialize;
 
 use novad_models::memory::{
-    DocMemory, DocRef, Eviction, Fusion, Hybrid, HybridDoc, HybridParams, MemoryParams, TermVector,
+    Calibration, DocMemory, DocRef, Hybrid, HybridDoc, HybridParams, MemoryParams, TermVector,
 };
 use novad_models::text::{tfidf_l1, SparseDoc, Tokenizer, Vocabulary};
 use novad_models::threshold::ThresholdRule;
@@ -29,26 +29,29 @@ pub struct HybridEvalParams {
 }
 
 impl HybridEvalParams {
-    pub fn new(
-        fusion: Fusion,
-        nn_weight: f64,
-        max_docs: usize,
-        eviction: Eviction,
-        max_terms_per_doc: usize,
-        half_life: f64,
-        reweight: bool,
-    ) -> Result<Self, EvalError> {
+    /// The hybrid of the `--hybrid-*` arguments; fails on invalid ones.
+    pub fn new(args: &super::EvalArgs) -> Result<Self, EvalError> {
+        let calibration = match args.hybrid_scale {
+            super::HybridScale::Calibrated => Some(Calibration {
+                max_shift: args.hybrid_max_shift,
+                floor: args.hybrid_floor,
+                ceiling: args.hybrid_ceiling,
+            }),
+            super::HybridScale::Quantiles => None,
+        };
         let hybrid = HybridParams {
             memory: MemoryParams {
-                max_docs,
-                eviction,
-                max_terms_per_doc,
+                max_docs: args.hybrid_max_docs,
+                eviction: args.hybrid_eviction,
+                max_terms_per_doc: args.hybrid_terms,
                 ..MemoryParams::default()
             },
-            fusion,
-            nn_weight,
-            half_life,
+            fusion: args.hybrid_fusion,
+            nn_weight: args.hybrid_nn_weight,
+            half_life: args.hybrid_half_life,
+            calibration,
         };
+        let reweight = args.hybrid_reweight;
         hybrid
             .validate()
             .map_err(|e| EvalError::Args(e.to_string()))?;
@@ -90,6 +93,18 @@ pub struct HybridInput<'a> {
     pub tok: &'a Tokenizer,
 }
 
+/// What a hybrid method says of one timestep: one entry per document (documents without a
+/// known term score 0 and are never novel).
+pub struct HybridOut {
+    /// The fused scores.
+    pub scores: Vec<f64>,
+    /// The verdicts.
+    pub novel: Vec<bool>,
+    /// The parts, as the detector judged them: the model's own score and the memory's
+    /// nearest-neighbour score (None for the re-weighting experiment).
+    pub parts: Option<(Vec<f64>, Vec<f64>)>,
+}
+
 /// A hybrid column's streaming state.
 pub enum HybridMethod {
     /// The product path: the engine with the hybrid detector.
@@ -110,9 +125,8 @@ impl HybridMethod {
         )?)))
     }
 
-    /// The fused scores of timestep `input.t` (one per document; documents without a known
-    /// term 0), the state folded forward.
-    pub fn step(&mut self, input: &HybridInput) -> Result<Vec<f64>, EvalError> {
+    /// What the method says of timestep `input.t`, the state folded forward.
+    pub fn step(&mut self, input: &HybridInput) -> Result<HybridOut, EvalError> {
         match self {
             HybridMethod::Product(engine) => {
                 let times = vec![input.t as i64; input.texts.len()];
@@ -126,7 +140,14 @@ impl HybridMethod {
                     )));
                 }
                 **engine = next;
-                Ok(out.verdicts.iter().map(|v| v.score).collect())
+                Ok(HybridOut {
+                    scores: out.verdicts.iter().map(|v| v.score).collect(),
+                    novel: out.verdicts.iter().map(|v| v.novel).collect(),
+                    parts: Some((
+                        out.hybrid.iter().map(|h| h.model_score).collect(),
+                        out.hybrid.iter().map(|h| h.nn_score).collect(),
+                    )),
+                })
             }
             HybridMethod::Reweight(run) => run.step(input),
         }
@@ -149,7 +170,7 @@ impl ReweightRun {
         })
     }
 
-    fn step(&mut self, input: &HybridInput) -> Result<Vec<f64>, EvalError> {
+    fn step(&mut self, input: &HybridInput) -> Result<HybridOut, EvalError> {
         let (t, vocab) = (input.t, input.vocab);
         let tv: Vec<TermVector> = input
             .vectors
@@ -198,6 +219,10 @@ impl ReweightRun {
             .step(&docs, input.rule, t == 0)
             .map_err(|e| EvalError::Inconsistent(e.to_string()))?;
         self.hybrid.apply(out.plan);
-        Ok(out.verdicts.iter().map(|v| v.score).collect())
+        Ok(HybridOut {
+            scores: out.verdicts.iter().map(|v| v.score).collect(),
+            novel: out.verdicts.iter().map(|v| v.novel).collect(),
+            parts: None,
+        })
     }
 }

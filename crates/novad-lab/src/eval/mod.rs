@@ -23,6 +23,7 @@
 pub mod dnmf;
 mod hybrid;
 pub mod ostc;
+mod pooled;
 mod protocol;
 mod report;
 mod results;
@@ -35,15 +36,18 @@ use std::path::PathBuf;
 use serde::Serialize;
 use thiserror::Error;
 
-pub use hybrid::{HybridEvalParams, HybridInput, HybridMethod, ReweightRun};
+pub use hybrid::{HybridEvalParams, HybridInput, HybridMethod, HybridOut, ReweightRun};
 pub use novad_models::metrics::{auc, roc_points};
 pub use ostc::{run_ostc_eval, OstcEvalArgs, OstcEvalError, OstcEvalSummary};
+pub use pooled::{best_f1, quality};
 pub use protocol::{
     cikm_protocol, parse_jsonl_stream, read_jsonl_stream, CikmSizes, EvalDoc, FlagCounts, Period,
     Stream, Timestep,
 };
 pub use report::{parse_table1, Table1};
-pub use results::{Column, ColumnResult, EvalSummary, Results, Summary, TimestepResult};
+pub use results::{
+    Column, ColumnResult, EvalSummary, Results, Summary, TimestepResult, VerdictQuality,
+};
 pub use run::{round_scores, run};
 pub use topics::{
     best_point, compact, dictclust_assign, interpolated_precision, kmeans_run_seed,
@@ -89,6 +93,14 @@ impl Method {
         Method::Nn,
         Method::Lsh,
     ];
+}
+
+/// How a hybrid method puts its two parts on one scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum HybridScale {
+    Calibrated,
+    Quantiles,
 }
 
 /// The evaluation protocol.
@@ -258,6 +270,20 @@ pub struct EvalArgs {
     /// Hybrid methods: half-life (timesteps) of the score histories.
     #[arg(long, default_value_t = 30.0)]
     pub hybrid_half_life: f64,
+    /// Hybrid methods: `calibrated` (the parts fused on their own scale, the drift taken out,
+    /// the threshold held in a band; new stores) or `quantiles` (each part mapped to its
+    /// quantile under its own history; stores created before calibration existed).
+    #[arg(long, value_enum, default_value_t = HybridScale::Calibrated)]
+    pub hybrid_scale: HybridScale,
+    /// Hybrid methods, calibrated: the largest raise of the drift correction.
+    #[arg(long, default_value_t = novad_models::memory::Calibration::default().max_shift)]
+    pub hybrid_max_shift: f64,
+    /// Hybrid methods, calibrated: scores at most this are never novel.
+    #[arg(long, default_value_t = novad_models::memory::Calibration::default().floor)]
+    pub hybrid_floor: f64,
+    /// Hybrid methods, calibrated: scores above this are always novel.
+    #[arg(long, default_value_t = novad_models::memory::Calibration::default().ceiling)]
+    pub hybrid_ceiling: f64,
     /// Hybrid methods: re-weight remembered documents with the current IDF each timestep
     /// (experiment; cost grows with the memory).
     #[arg(long)]

@@ -31,6 +31,11 @@ pub enum Column {
     Hybrid,
     /// OSTC fused with the document memory.
     HybridOstc,
+    /// The hybrid's model part: ℓ1-online's own score as the hybrid judged it (reference).
+    HybridModel,
+    /// The hybrid's nearest-neighbour part: 1 − the largest cosine to a document of its
+    /// bounded memory (reference).
+    HybridNn,
     /// TF-IDF mass on terms never seen before the timestep (reference score).
     UnseenMass,
     /// Number of distinct known terms (reference score: length alone).
@@ -38,7 +43,7 @@ pub enum Column {
 }
 
 impl Column {
-    pub const ALL: [Column; 11] = [
+    pub const ALL: [Column; 13] = [
         Column::L1Online,
         Column::L1Batch,
         Column::L2Batch,
@@ -48,6 +53,8 @@ impl Column {
         Column::Ostc,
         Column::Hybrid,
         Column::HybridOstc,
+        Column::HybridModel,
+        Column::HybridNn,
         Column::UnseenMass,
         Column::Length,
     ];
@@ -63,6 +70,8 @@ impl Column {
             Column::Ostc => "ostc",
             Column::Hybrid => "hybrid",
             Column::HybridOstc => "hybrid-ostc",
+            Column::HybridModel => "hybrid-model",
+            Column::HybridNn => "hybrid-nn",
             Column::UnseenMass => "unseen-mass",
             Column::Length => "length",
         }
@@ -79,6 +88,8 @@ impl Column {
             Column::Ostc => "OSTC",
             Column::Hybrid => "hybrid (ℓ1 + memory)",
             Column::HybridOstc => "hybrid (OSTC + memory)",
+            Column::HybridModel => "hybrid's ℓ1 part",
+            Column::HybridNn => "hybrid's memory NN part",
             Column::UnseenMass => "unseen-term mass",
             Column::Length => "length",
         }
@@ -93,7 +104,7 @@ impl Column {
             Column::Nn => Some(Method::Nn),
             Column::Lsh => Some(Method::Lsh),
             Column::Ostc => Some(Method::Ostc),
-            Column::Hybrid => Some(Method::Hybrid),
+            Column::Hybrid | Column::HybridModel | Column::HybridNn => Some(Method::Hybrid),
             Column::HybridOstc => Some(Method::HybridOstc),
             Column::UnseenMass | Column::Length => None,
         }
@@ -103,7 +114,11 @@ impl Column {
     pub fn is_method(self) -> bool {
         !matches!(
             self,
-            Column::L2Residual | Column::UnseenMass | Column::Length
+            Column::L2Residual
+                | Column::HybridModel
+                | Column::HybridNn
+                | Column::UnseenMass
+                | Column::Length
         )
     }
 }
@@ -163,6 +178,12 @@ pub struct TimestepResult {
 pub struct Summary {
     /// Mean AUC over the evaluated timesteps that have both classes.
     pub mean_auc: BTreeMap<String, f64>,
+    /// Pooled AUC: one ranking of every evaluated timestep's documents together (what one
+    /// threshold over a date range sees).
+    pub pooled_auc: BTreeMap<String, f64>,
+    /// Per column whose method makes verdicts: their quality over every evaluated timestep,
+    /// beside the best F1 any one fixed threshold on its scores reaches in hindsight.
+    pub verdicts: BTreeMap<String, VerdictQuality>,
     pub mean_auc_vs_bootstrap_labels: BTreeMap<String, f64>,
     pub mean_auc_vs_later_labels: BTreeMap<String, f64>,
     /// Mean seconds per evaluated timestep, and total (bootstrap included).
@@ -186,6 +207,25 @@ pub struct Summary {
     /// the whole timestep (vectorise + coding + topics + update), evaluated timesteps.
     pub daemon_topic_seconds_share: Option<f64>,
     pub wall_seconds: f64,
+}
+
+/// The verdicts of a method over the whole stream against the labels.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct VerdictQuality {
+    /// Documents flagged novel, and how many of them are novel.
+    pub flagged: usize,
+    pub true_positives: usize,
+    /// Novel documents (non-empty, evaluated timesteps).
+    pub novel: usize,
+    pub precision: f64,
+    pub recall: f64,
+    pub f1: f64,
+    /// The best F1 of any one fixed threshold on the (rounded) scores, and that threshold
+    /// (novel = score ≥ it).
+    pub best_f1: f64,
+    pub best_threshold: f64,
+    /// f1 / best_f1.
+    pub f1_ratio: f64,
 }
 
 /// Everything an evaluation measured (written to results.json).

@@ -1,6 +1,8 @@
 //! The hybrid novelty score: a model's own score and the document memory's nearest-neighbour
-//! score (1 − max cosine to a remembered earlier document), each mapped to its quantile under
-//! its own exponentially forgotten score history, then fused.
+//! score (1 − max cosine to a remembered earlier document), fused. Calibrated (the default of
+//! new stores, [`Calibration`]): fused on their own scale, the drift of the state taken out,
+//! the threshold held in a band. Stores created before calibration existed map each part to
+//! its quantile under its own exponentially forgotten score history, then fuse.
 //!
 //! Batch-composition independence: a document's scores depend only on the document, its model
 //! score and the state as of the end of the previous timestep (memory and histories). Documents
@@ -9,6 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::calibrate::Calibration;
 use super::parts::PartsDelta;
 use super::search::{DocMemory, MemoryPlan, Neighbour};
 use super::{DocRef, MemoryError, MemoryParams, TermVector};
@@ -73,15 +76,24 @@ pub struct HybridParams {
     /// Half-life, in timesteps, of the weight of past scores in the component and fused
     /// histories (0 = never forget).
     pub half_life: f64,
+    /// The calibrated score and its threshold band (None: each part mapped to its quantile
+    /// under its own history, as stores created before calibration existed do). Keep it the
+    /// last field: the digest image drops its trailing `None`, so those stores keep their
+    /// digest.
+    #[serde(default)]
+    pub calibration: Option<Calibration>,
 }
 
 impl Default for HybridParams {
+    /// The calibrated hybrid, the parts fused 0.6 · model + 0.4 · NN (measured on 20
+    /// Newsgroups, docs/RESULTS.md "Detection quality").
     fn default() -> Self {
         HybridParams {
             memory: MemoryParams::default(),
             fusion: Fusion::Mean,
-            nn_weight: 0.6,
+            nn_weight: 0.4,
             half_life: 30.0,
+            calibration: Some(Calibration::default()),
         }
     }
 }
@@ -95,7 +107,30 @@ impl HybridParams {
             "a number in [0, 1]",
             self.nn_weight.to_string(),
         )?;
-        check_nonneg(self.half_life, "hybrid.half_life")
+        check_nonneg(self.half_life, "hybrid.half_life")?;
+        match &self.calibration {
+            Some(c) => c.validate(),
+            None => Ok(()),
+        }
+    }
+
+    /// The hybrid of stores created before calibration existed: the parts' quantiles fused
+    /// 0.4 · model + 0.6 · NN.
+    pub fn quantiles() -> HybridParams {
+        HybridParams {
+            nn_weight: 0.6,
+            calibration: None,
+            ..HybridParams::default()
+        }
+    }
+
+    /// How many trailing `None` bytes the digest image of a parameter set ending with
+    /// `hybrid` drops: the hybrid's own when absent, else the calibration's when absent.
+    pub fn image_trailing_nones(hybrid: &Option<HybridParams>) -> usize {
+        match hybrid {
+            None => 1,
+            Some(h) => h.calibration.is_none() as usize,
+        }
     }
 }
 
@@ -157,13 +192,13 @@ pub struct HybridDoc<'a> {
 /// The hybrid verdict on one document, with its explanation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HybridVerdict {
-    /// Fused score in [0, 1] (0 for an empty document).
+    /// Fused score in [0, 1] (0 for an empty document); calibrated when the hybrid is.
     pub score: f64,
     pub novel: bool,
     pub empty: bool,
     pub model_score: f64,
     /// Quantile of `model_score` under the model-score history (the score itself while that
-    /// history is empty).
+    /// history is empty); an explanation only when the hybrid is calibrated.
     pub model_quantile: f64,
     /// 1 − cosine to the nearest remembered document (1 when none shares a term).
     pub nn_score: f64,
@@ -172,7 +207,9 @@ pub struct HybridVerdict {
     pub nearest: Option<(DocRef, f64)>,
 }
 
-/// The hybrid detector's state: the memory and three score histories.
+/// The hybrid detector's state: the memory and three score histories (model, NN, and the
+/// fused scores the threshold rule reads), plus, when calibrated, the history of raw fused
+/// scores and the anchor.
 #[derive(Debug, Clone)]
 pub struct Hybrid {
     pub(crate) params: HybridParams,
@@ -180,6 +217,16 @@ pub struct Hybrid {
     pub(crate) model_history: ScoreHistory,
     pub(crate) nn_history: ScoreHistory,
     pub(crate) fused_history: ScoreHistory,
+    pub(crate) drift: Drift,
+}
+
+/// The state of a calibrated hybrid's drift correction (empty for an uncalibrated one).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Drift {
+    /// The raw fused scores of past timesteps, forgotten with the hybrid's half-life.
+    pub raw_history: ScoreHistory,
+    /// The median of the first scored timestep's raw fused scores.
+    pub anchor: Option<f64>,
 }
 
 /// What one timestep changes; see [`Hybrid::step`] and [`Hybrid::apply`].
@@ -188,6 +235,8 @@ pub struct HybridPlan {
     pub memory: MemoryPlan,
     /// New histories (None: unchanged, e.g. at the bootstrap).
     pub(crate) histories: Option<[ScoreHistory; 3]>,
+    /// The new drift state of a calibrated hybrid (None: unchanged).
+    pub(crate) drift: Option<Drift>,
 }
 
 /// The result of [`Hybrid::step`].
@@ -209,6 +258,7 @@ impl Hybrid {
             model_history: ScoreHistory::default(),
             nn_history: ScoreHistory::default(),
             fused_history: ScoreHistory::default(),
+            drift: Drift::default(),
         })
     }
 
@@ -229,14 +279,36 @@ impl Hybrid {
         [&self.model_history, &self.nn_history, &self.fused_history]
     }
 
-    fn fuse_with(&self, q: &[Quantiles; 2], model: f64, nn: f64) -> (f64, f64, f64) {
+    /// The drift correction's state (empty unless calibrated).
+    pub fn drift(&self) -> &Drift {
+        &self.drift
+    }
+
+    /// The drift correction this state applies to raw fused scores (≤ 0; 0 when not
+    /// calibrated, see [`Calibration::shift`]).
+    pub fn shift(&self) -> f64 {
+        match &self.params.calibration {
+            Some(c) => c.shift(&self.drift.raw_history, self.drift.anchor),
+            None => 0.0,
+        }
+    }
+
+    /// The parts fused on their own scale, in [0, 1].
+    fn raw(&self, model: f64, nn: f64) -> f64 {
+        let (m, n) = (model.clamp(0.0, 1.0), nn.clamp(0.0, 1.0));
+        self.params.fusion.fuse(m, n, self.params.nn_weight)
+    }
+
+    /// (fused score, model quantile, NN quantile) of a document's parts under the quantile
+    /// maps `q` and the drift correction `shift`.
+    fn fuse_with(&self, q: &[Quantiles; 2], shift: f64, model: f64, nn: f64) -> (f64, f64, f64) {
         let qm = q[0].of(model).unwrap_or(model.clamp(0.0, 1.0));
         let qn = q[1].of(nn).unwrap_or(nn.clamp(0.0, 1.0));
-        (
-            self.params.fusion.fuse(qm, qn, self.params.nn_weight),
-            qm,
-            qn,
-        )
+        let score = match &self.params.calibration {
+            Some(c) => c.score(self.raw(model, nn), shift),
+            None => self.params.fusion.fuse(qm, qn, self.params.nn_weight),
+        };
+        (score, qm, qn)
     }
 
     /// Score a batch against the current state (`novel` is false in every verdict). Each
@@ -271,6 +343,7 @@ impl Hybrid {
             Quantiles::new(&self.model_history),
             Quantiles::new(&self.nn_history),
         ];
+        let shift = self.shift();
         Ok(docs
             .iter()
             .zip(near)
@@ -288,7 +361,7 @@ impl Hybrid {
                     };
                 }
                 let nn = 1.0 - nb.map_or(0.0, |n| n.cosine());
-                let (score, qm, qn) = self.fuse_with(&q, d.model_score, nn);
+                let (score, qm, qn) = self.fuse_with(&q, shift, d.model_score, nn);
                 HybridVerdict {
                     score,
                     novel: false,
@@ -339,38 +412,70 @@ impl Hybrid {
                 plan: HybridPlan {
                     memory,
                     histories: None,
+                    drift: None,
                 },
             });
         }
         let scores: Vec<f64> = verdicts.iter().map(|v| v.score).collect();
         let eligible: Vec<bool> = verdicts.iter().map(|v| !v.empty).collect();
-        let (novel, thr) = decide(rule, &self.fused_history, &scores, &eligible);
+        let (mut novel, mut thr) = decide(rule, &self.fused_history, &scores, &eligible);
+        if let Some(c) = &self.params.calibration {
+            (novel, thr) = c.band(&scores, &eligible, &novel, thr);
+        }
         for (v, n) in verdicts.iter_mut().zip(novel) {
             v.novel = n;
         }
-        let kept: Vec<&HybridVerdict> = verdicts.iter().filter(|v| !v.empty).collect();
-        let hl = self.params.half_life;
-        let mut mh = self.model_history.clone();
-        let mut nh = self.nn_history.clone();
-        let mut fh = self.fused_history.clone();
-        if !kept.is_empty() {
-            mh.update(&kept.iter().map(|v| v.model_score).collect::<Vec<_>>(), hl);
-            nh.update(&kept.iter().map(|v| v.nn_score).collect::<Vec<_>>(), hl);
-            let q = [Quantiles::new(&mh), Quantiles::new(&nh)];
-            let fused: Vec<f64> = kept
-                .iter()
-                .map(|v| self.fuse_with(&q, v.model_score, v.nn_score).0)
-                .collect();
-            fh.update(&fused, hl);
-        }
+        let (histories, drift) = self.next_histories(&verdicts);
         Ok(HybridStep {
             verdicts,
             threshold: thr.is_finite().then_some(thr),
             plan: HybridPlan {
                 memory,
-                histories: Some([mh, nh, fh]),
+                histories: Some(histories),
+                drift,
             },
         })
+    }
+
+    /// The histories after a judged timestep: the model and NN scores of its non-empty
+    /// documents enter their histories; then, uncalibrated, their fused scores recomputed
+    /// under those new histories enter the fused history (so it is on the current scale from
+    /// the first timestep on); calibrated, their scores as judged enter it, their raw fused
+    /// scores the raw history, and the first such timestep's median becomes the anchor.
+    fn next_histories(&self, verdicts: &[HybridVerdict]) -> ([ScoreHistory; 3], Option<Drift>) {
+        let kept: Vec<&HybridVerdict> = verdicts.iter().filter(|v| !v.empty).collect();
+        let hl = self.params.half_life;
+        let mut mh = self.model_history.clone();
+        let mut nh = self.nn_history.clone();
+        let mut fh = self.fused_history.clone();
+        let mut drift = self.params.calibration.as_ref().map(|_| self.drift.clone());
+        if kept.is_empty() {
+            return ([mh, nh, fh], drift);
+        }
+        mh.update(&kept.iter().map(|v| v.model_score).collect::<Vec<_>>(), hl);
+        nh.update(&kept.iter().map(|v| v.nn_score).collect::<Vec<_>>(), hl);
+        match &mut drift {
+            Some(d) => {
+                fh.update(&kept.iter().map(|v| v.score).collect::<Vec<_>>(), hl);
+                let raw: Vec<f64> = kept
+                    .iter()
+                    .map(|v| self.raw(v.model_score, v.nn_score))
+                    .collect();
+                d.raw_history.update(&raw, hl);
+                if d.anchor.is_none() {
+                    d.anchor = super::calibrate::median(&d.raw_history);
+                }
+            }
+            None => {
+                let q = [Quantiles::new(&mh), Quantiles::new(&nh)];
+                let fused: Vec<f64> = kept
+                    .iter()
+                    .map(|v| self.fuse_with(&q, 0.0, v.model_score, v.nn_score).0)
+                    .collect();
+                fh.update(&fused, hl);
+            }
+        }
+        ([mh, nh, fh], drift)
     }
 
     /// The parts a plan of [`Self::step`] on this state changes (see [`Self::state_parts`]):
@@ -379,6 +484,9 @@ impl Hybrid {
         let mut d = plan.memory.delta(&self.memory);
         if let Some(h) = &plan.histories {
             d.put.extend(super::parts::history_parts(h));
+        }
+        if let Some(drift) = &plan.drift {
+            d.put.extend(super::parts::drift_parts(drift));
         }
         d
     }
@@ -390,6 +498,9 @@ impl Hybrid {
             self.model_history = m;
             self.nn_history = n;
             self.fused_history = f;
+        }
+        if let Some(d) = plan.drift {
+            self.drift = d;
         }
     }
 }

@@ -5,12 +5,15 @@
 //!   index over terms. Terms are keyed by a 64-bit hash of the term string, so the memory does
 //!   not depend on any model's term ids (vocabulary compaction never rewrites it) and every
 //!   model can use it. Cost per document is bounded by the caps, never by the stream length.
-//! - [`Hybrid`]: a model's own score and the memory's nearest-neighbour score, each mapped to
-//!   its quantile under its own decayed score history, fused into one score in [0, 1].
+//! - [`Hybrid`]: a model's own score and the memory's nearest-neighbour score fused into one
+//!   score in [0, 1]: on their own scale with the state's drift taken out and the threshold
+//!   held in a band ([`Calibration`]), or, in stores created before that, each mapped to its
+//!   quantile under its own decayed score history.
 //!
 //! Everything here is pure computation: no store, no I/O. State is exposed as named parts of at
 //! most [`MAX_PART_BYTES`] bytes, laid out so that one timestep changes O(batch) parts.
 
+mod calibrate;
 mod hybrid;
 mod nearest;
 mod parts;
@@ -25,8 +28,9 @@ use thiserror::Error;
 use crate::model::{check, ParamsError};
 use crate::text::SparseDoc;
 
+pub use calibrate::{median, Calibration};
 pub use hybrid::{
-    cdf, Fusion, Hybrid, HybridDoc, HybridParams, HybridPlan, HybridStep, HybridVerdict,
+    cdf, Drift, Fusion, Hybrid, HybridDoc, HybridParams, HybridPlan, HybridStep, HybridVerdict,
 };
 pub use nearest::Floor;
 pub use parts::{PartsDelta, DOC_PREFIX as DOC_PARTS_PREFIX, MAX_PART_BYTES};

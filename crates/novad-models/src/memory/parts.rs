@@ -9,7 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::hybrid::{Fusion, Hybrid, HybridParams};
+use super::calibrate::Calibration;
+use super::hybrid::{Drift, Fusion, Hybrid, HybridParams};
 use super::search::{DocMemory, MemoryPlan, StoredDoc};
 use super::{DocRef, MemoryError, MemoryParams, TermVector};
 use crate::threshold::{ScoreHistory, BINS};
@@ -240,9 +241,15 @@ impl MemoryPlan {
 
 const HYBRID_META: &str = "hybrid/meta";
 const HISTORY_NAMES: [&str; 3] = ["model", "nn", "fused"];
+/// The history of raw fused scores of a calibrated hybrid.
+const RAW_HISTORY: &str = "raw";
+/// The anchor of a calibrated hybrid's drift correction (postcard `Option<f64>`).
+const ANCHOR: &str = "hybrid/anchor";
 /// Histogram bins per history part (500 × 8 bytes = 4000 bytes).
 const BINS_PER_PART: usize = 500;
 
+/// `hybrid/meta` of an uncalibrated hybrid (version 1, the layout of stores created before
+/// calibration existed).
 #[derive(Serialize, Deserialize)]
 struct HybridMeta {
     version: u32,
@@ -251,17 +258,75 @@ struct HybridMeta {
     half_life: f64,
 }
 
-/// The parts of three histories (model, nn, fused): `hybrid/history/<name>/<i>`, each
-/// [`BINS_PER_PART`] weights as little-endian f64.
+/// `hybrid/meta` of a calibrated hybrid (version 2): version 1's fields and the calibration.
+#[derive(Serialize, Deserialize)]
+struct HybridMetaV2 {
+    version: u32,
+    fusion: Fusion,
+    nn_weight: f64,
+    half_life: f64,
+    calibration: Calibration,
+}
+
+/// The parts of one history: `hybrid/history/<name>/<i>`, each [`BINS_PER_PART`] weights as
+/// little-endian f64.
+fn one_history_parts(name: &str, h: &ScoreHistory, out: &mut Vec<(String, Vec<u8>)>) {
+    for (i, c) in h.weights.chunks(BINS_PER_PART).enumerate() {
+        let bytes = c.iter().flat_map(|w| w.to_le_bytes()).collect();
+        out.push((format!("hybrid/history/{name}/{i}"), bytes));
+    }
+}
+
+/// The parts of three histories (model, nn, fused).
 pub(crate) fn history_parts(h: &[ScoreHistory; 3]) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     for (name, h) in HISTORY_NAMES.iter().zip(h) {
-        for (i, c) in h.weights.chunks(BINS_PER_PART).enumerate() {
-            let bytes = c.iter().flat_map(|w| w.to_le_bytes()).collect();
-            out.push((format!("hybrid/history/{name}/{i}"), bytes));
-        }
+        one_history_parts(name, h, &mut out);
     }
     out
+}
+
+/// The parts of a calibrated hybrid's drift state: the raw history and the anchor.
+pub(crate) fn drift_parts(d: &Drift) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    one_history_parts(RAW_HISTORY, &d.raw_history, &mut out);
+    out.push((
+        ANCHOR.to_string(),
+        postcard::to_stdvec(&d.anchor).expect("an anchor is plain data"),
+    ));
+    out
+}
+
+/// Decode the history `name` from the parts `find` gives, checking every weight.
+fn read_history(
+    name: &str,
+    find: &dyn Fn(&str) -> Result<Vec<u8>, MemoryError>,
+) -> Result<ScoreHistory, MemoryError> {
+    let mut weights = Vec::with_capacity(BINS);
+    for i in 0..BINS.div_ceil(BINS_PER_PART) {
+        let pn = format!("hybrid/history/{name}/{i}");
+        let b = find(&pn)?;
+        let want = BINS_PER_PART.min(BINS - i * BINS_PER_PART) * 8;
+        if b.len() != want {
+            return Err(part_err(&pn, format!("{} bytes, expected {want}", b.len())));
+        }
+        for c in b.chunks(8) {
+            let w = f64::from_le_bytes(c.try_into().expect("8 bytes"));
+            if !(w.is_finite() && w >= 0.0) {
+                return Err(part_err(&pn, format!("weight {w} is not finite and ≥ 0")));
+            }
+            weights.push(w);
+        }
+    }
+    let total = weights.iter().sum();
+    Ok(ScoreHistory { weights, total })
+}
+
+fn part_err(part: &str, msg: String) -> MemoryError {
+    MemoryError::Part {
+        part: part.to_string(),
+        msg,
+    }
 }
 
 impl Hybrid {
@@ -274,23 +339,36 @@ impl Hybrid {
         out
     }
 
-    /// `hybrid/meta` and the history parts.
+    /// `hybrid/meta` and the history parts (and, calibrated, the drift parts).
     fn fixed_parts(&self) -> Vec<(String, Vec<u8>)> {
-        let meta = HybridMeta {
-            version: 1,
-            fusion: self.params.fusion,
-            nn_weight: self.params.nn_weight,
-            half_life: self.params.half_life,
+        let p = &self.params;
+        let meta = match &p.calibration {
+            None => postcard::to_stdvec(&HybridMeta {
+                version: 1,
+                fusion: p.fusion,
+                nn_weight: p.nn_weight,
+                half_life: p.half_life,
+            }),
+            Some(c) => postcard::to_stdvec(&HybridMetaV2 {
+                version: 2,
+                fusion: p.fusion,
+                nn_weight: p.nn_weight,
+                half_life: p.half_life,
+                calibration: c.clone(),
+            }),
         };
         let mut out = vec![(
             HYBRID_META.to_string(),
-            postcard::to_stdvec(&meta).expect("hybrid meta is plain data"),
+            meta.expect("hybrid meta is plain data"),
         )];
         out.extend(history_parts(&[
             self.model_history.clone(),
             self.nn_history.clone(),
             self.fused_history.clone(),
         ]));
+        if p.calibration.is_some() {
+            out.extend(drift_parts(&self.drift));
+        }
         out
     }
 
@@ -320,48 +398,56 @@ impl Hybrid {
                 .clone()
                 .into_iter()
                 .find(|(n, _)| *n == name)
-                .map(|p| p.1)
+                .map(|p| p.1.to_vec())
                 .ok_or_else(|| MemoryError::Missing(name.to_string()))
         };
-        let part_err = |part: &str, msg: String| MemoryError::Part {
-            part: part.to_string(),
-            msg,
+        let meta_bytes = find(HYBRID_META)?;
+        let (meta, calibration) = match postcard::from_bytes::<u32>(&meta_bytes) {
+            Ok(2) => {
+                let m: HybridMetaV2 = postcard::from_bytes(&meta_bytes)
+                    .map_err(|e| part_err(HYBRID_META, e.to_string()))?;
+                let v1 = HybridMeta {
+                    version: 1,
+                    fusion: m.fusion,
+                    nn_weight: m.nn_weight,
+                    half_life: m.half_life,
+                };
+                (v1, Some(m.calibration))
+            }
+            Ok(1) => (
+                postcard::from_bytes::<HybridMeta>(&meta_bytes)
+                    .map_err(|e| part_err(HYBRID_META, e.to_string()))?,
+                None,
+            ),
+            Ok(v) => return Err(part_err(HYBRID_META, format!("unknown version {v}"))),
+            Err(e) => return Err(part_err(HYBRID_META, e.to_string())),
         };
-        let meta: HybridMeta = postcard::from_bytes(find(HYBRID_META)?)
-            .map_err(|e| part_err(HYBRID_META, e.to_string()))?;
-        if meta.version != 1 {
-            return Err(part_err(
-                HYBRID_META,
-                format!("unknown version {}", meta.version),
-            ));
-        }
         let mut hist: Vec<ScoreHistory> = Vec::new();
         for name in HISTORY_NAMES {
-            let mut weights = Vec::with_capacity(BINS);
-            for i in 0..BINS.div_ceil(BINS_PER_PART) {
-                let pn = format!("hybrid/history/{name}/{i}");
-                let b = find(&pn)?;
-                let want = BINS_PER_PART.min(BINS - i * BINS_PER_PART) * 8;
-                if b.len() != want {
-                    return Err(part_err(&pn, format!("{} bytes, expected {want}", b.len())));
+            hist.push(read_history(name, &find)?);
+        }
+        let drift = match &calibration {
+            None => Drift::default(),
+            Some(_) => {
+                let raw_history = read_history(RAW_HISTORY, &find)?;
+                let anchor: Option<f64> = postcard::from_bytes(&find(ANCHOR)?)
+                    .map_err(|e| part_err(ANCHOR, e.to_string()))?;
+                if anchor.is_some_and(|a| !(0.0..=1.0).contains(&a)) {
+                    return Err(part_err(ANCHOR, format!("{anchor:?} is not in [0, 1]")));
                 }
-                for c in b.chunks(8) {
-                    let w = f64::from_le_bytes(c.try_into().expect("8 bytes"));
-                    if !(w.is_finite() && w >= 0.0) {
-                        return Err(part_err(&pn, format!("weight {w} is not finite and ≥ 0")));
-                    }
-                    weights.push(w);
+                Drift {
+                    raw_history,
+                    anchor,
                 }
             }
-            let total = weights.iter().sum();
-            hist.push(ScoreHistory { weights, total });
-        }
+        };
         let memory = DocMemory::from_state_parts(parts)?;
         let params = HybridParams {
             memory: memory.params().clone(),
             fusion: meta.fusion,
             nn_weight: meta.nn_weight,
             half_life: meta.half_life,
+            calibration,
         };
         params.validate()?;
         let [model_history, nn_history, fused_history]: [ScoreHistory; 3] =
@@ -372,6 +458,7 @@ impl Hybrid {
             model_history,
             nn_history,
             fused_history,
+            drift,
         })
     }
 }

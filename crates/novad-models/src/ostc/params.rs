@@ -222,7 +222,7 @@ impl Default for OstcParams {
             score: ScoreRule::default(),
             score_scale: None,
             score_background: DEFAULT_SCORE_BACKGROUND,
-            hybrid: Some(HybridParams::default()),
+            hybrid: Some(HybridParams::quantiles()),
         }
     }
 }

@@ -92,6 +92,7 @@ fn markdown(res: &Results, plots: &[PathBuf]) -> String {
     let mut s = String::new();
     title(&mut s, res);
     table1(&mut s, res, &cols, &evald);
+    whole_stream(&mut s, res, &cols);
     split_auc(&mut s, res, &cols);
     seconds(&mut s, res, &cols, &evald);
     sre(&mut s, res, &cols);
@@ -166,6 +167,63 @@ fn table1(s: &mut String, res: &Results, cols: &[Column], evald: &[&TimestepResu
         s,
         "ℓ1 / ℓ2 / NN columns are detectors; ℓ2 relative residual, unseen-term mass and length \
          are reference scores (length = distinct known terms: a detector should beat it).\n"
+    );
+}
+
+/// Over the whole stream: every column's pooled AUC beside its mean per-timestep AUC, then the
+/// verdicts of the methods that make them against the best F1 of one fixed threshold.
+fn whole_stream(s: &mut String, res: &Results, cols: &[Column]) {
+    let _ = writeln!(s, "## Over the whole stream\n");
+    let _ = writeln!(
+        s,
+        "Pooled AUC ranks every evaluated timestep's documents together, as one threshold over \
+         a date range does; the mean is the per-timestep AUC of Table 1.\n"
+    );
+    let rows: Vec<Vec<String>> = cols
+        .iter()
+        .map(|c| {
+            vec![
+                c.title().to_string(),
+                f3(res.summary.pooled_auc.get(c.key()).copied()),
+                f3(res.summary.mean_auc.get(c.key()).copied()),
+            ]
+        })
+        .collect();
+    table(
+        s,
+        &["Score".into(), "pooled AUC".into(), "mean AUC".into()],
+        &rows,
+    );
+    if res.summary.verdicts.is_empty() {
+        return;
+    }
+    let rows: Vec<Vec<String>> = cols
+        .iter()
+        .filter_map(|c| Some((c, res.summary.verdicts.get(c.key())?)))
+        .map(|(c, v)| {
+            vec![
+                c.title().to_string(),
+                format!("{} / {}", v.true_positives, v.flagged),
+                f3(Some(v.precision)),
+                f3(Some(v.recall)),
+                f3(Some(v.f1)),
+                format!("{:.3} (score ≥ {:.4})", v.best_f1, v.best_threshold),
+                f3(Some(v.f1_ratio)),
+            ]
+        })
+        .collect();
+    table(
+        s,
+        &[
+            "Verdicts of".into(),
+            "novel / flagged".into(),
+            "precision".into(),
+            "recall".into(),
+            "F1".into(),
+            "best fixed-threshold F1".into(),
+            "F1 / best".into(),
+        ],
+        &rows,
     );
 }
 

@@ -27,6 +27,8 @@ fn colour(c: Column) -> RGBColor {
         Column::Ostc => RGBColor(188, 189, 34),
         Column::Hybrid => RGBColor(23, 190, 207),
         Column::HybridOstc => RGBColor(227, 119, 194),
+        Column::HybridModel => RGBColor(174, 199, 232),
+        Column::HybridNn => RGBColor(255, 152, 150),
         Column::UnseenMass => RGBColor(140, 86, 75),
         Column::Length => RGBColor(127, 127, 127),
     }

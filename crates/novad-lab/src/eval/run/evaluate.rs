@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use indicatif::ProgressBar;
 
+use super::super::pooled::Pool;
 use super::super::protocol::Timestep;
 use super::super::results::{Column, ColumnResult, TimestepResult};
 use super::super::topics::{evaluate_oracle, evaluate_step, StepInput, TopicEvalParams, TopicStep};
@@ -37,7 +38,8 @@ impl Kept {
 }
 
 /// Evaluate timestep `b.t`: every column's AUCs (evaluated timesteps only), the emerging
-/// topics when they run, one row per document appended to `dump`. Returns the timestep's
+/// topics when they run, one row per document appended to `dump`, the kept documents' rounded
+/// scores, labels and verdicts added to `pool`. Returns the timestep's
 /// record, with the columns of `setup.columns`. Fails when a bootstrap document is labelled
 /// novel or a column's scores are not one finite number per document.
 pub(super) fn timestep(
@@ -47,11 +49,13 @@ pub(super) fn timestep(
     args: &EvalArgs,
     boot_labels: &HashSet<String>,
     pb: &ProgressBar,
+    pool: &mut Pool,
     dump: &mut String,
 ) -> Result<TimestepResult, EvalError> {
     let StepScores {
         scores,
         mut cols,
+        verdicts,
         daemon_cost,
     } = out;
     let ts = b.ts;
@@ -73,6 +77,19 @@ pub(super) fn timestep(
     let n_novel = kept.novel.iter().filter(|&&l| l).count();
     if !ts.bootstrap {
         score_columns(ts, &scores, &mut cols, &kept, args.round)?;
+        for (c, s) in &scores {
+            if verdicts.get(c).is_some_and(|v| v.len() != ts.docs.len()) {
+                return Err(EvalError::Inconsistent(format!(
+                    "{} made a verdict count unlike its {} documents",
+                    c.key(),
+                    ts.docs.len()
+                )));
+            }
+            let v = verdicts
+                .get(c)
+                .map(|v| kept.idx.iter().map(|&i| v[i]).collect::<Vec<bool>>());
+            pool.add(*c, &kept.rounded(s, args.round), &kept.novel, v.as_deref());
+        }
     }
     let topics = match &setup.topic_params {
         Some(tp) if !ts.bootstrap => {

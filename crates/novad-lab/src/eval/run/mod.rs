@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::pooled::Pool;
 use super::results::{EvalSummary, TimestepResult};
 use super::vectorize::StreamVectorizer;
 use super::{EvalArgs, EvalError};
@@ -43,10 +44,11 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
     let setup = Setup::resolve(args)?;
     let pb = progress_bar(args, &setup);
     let mut methods = Methods::new(args, &setup)?;
-    let (timesteps, dump) = pass(args, &setup, &mut methods, &pb)?;
+    let mut pool = Pool::default();
+    let (timesteps, dump) = pass(args, &setup, &mut methods, &mut pool, &pb)?;
     pb.finish_and_clear();
     let (ostc, hybrid) = methods.into_params();
-    output::finish(args, setup, ostc, hybrid, timesteps, &dump, wall)
+    output::finish(args, setup, ostc, hybrid, timesteps, &pool, &dump, wall)
 }
 
 /// The progress bar of the pass (hidden with `--quiet`): one tick per method and timestep,
@@ -70,11 +72,13 @@ fn progress_bar(args: &EvalArgs, setup: &Setup) -> ProgressBar {
 }
 
 /// One pass over the stream: each timestep vectorised once, every method run on it, then
-/// evaluated. Returns every timestep's record and the scores.jsonl rows.
+/// evaluated (and pooled into `pool`). Returns every timestep's record and the scores.jsonl
+/// rows.
 fn pass(
     args: &EvalArgs,
     setup: &Setup,
     methods: &mut Methods,
+    pool: &mut Pool,
     pb: &ProgressBar,
 ) -> Result<(Vec<TimestepResult>, String), EvalError> {
     let mut vz = StreamVectorizer::new(&setup.params.text);
@@ -97,6 +101,7 @@ fn pass(
             args,
             &boot_labels,
             pb,
+            pool,
             &mut dump,
         )?);
     }

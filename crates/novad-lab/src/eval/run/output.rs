@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use super::super::hybrid::HybridEvalParams;
+use super::super::pooled::Pool;
 use super::super::results::{Column, ColumnResult, EvalSummary, Results, Summary, TimestepResult};
 use super::super::topics::TopicStep;
 use super::super::{report, EvalArgs, EvalError, Method};
@@ -11,7 +12,7 @@ use super::secs;
 use super::setup::Setup;
 use novad_models::ostc::OstcParams;
 
-/// Summarise the timesteps, write report.md, results.json, scores.jsonl (`dump`) and the
+/// Summarise the timesteps (and the pooled measures of `pool`), write report.md, results.json, scores.jsonl (`dump`) and the
 /// plots into `--out`, and return what was written. The returned wall time (since `wall`)
 /// includes writing the outputs; the recorded one stops just before.
 pub(super) fn finish(
@@ -20,10 +21,12 @@ pub(super) fn finish(
     ostc: Option<OstcParams>,
     hybrid: Option<HybridEvalParams>,
     timesteps: Vec<TimestepResult>,
+    pool: &Pool,
     dump: &str,
     wall: Instant,
 ) -> Result<EvalSummary, EvalError> {
     let mut summary = summary(&timesteps, &setup);
+    pool.summarise(&mut summary);
     summary.wall_seconds = secs(wall);
     let n_steps = setup.stream.timesteps.len();
     let seeds = seeds(args, &setup);

@@ -55,6 +55,10 @@ impl Methods {
             )));
         }
         let s = step.stats.seconds_coding + step.stats.seconds_update;
+        out.verdicts.insert(
+            Column::L1Online,
+            step.verdicts.iter().map(|v| v.novel).collect(),
+        );
         if t > 0 {
             out.daemon_cost = Some(DaemonTopicCost {
                 novel: step.verdicts.iter().filter(|v| v.novel).count(),

@@ -80,7 +80,14 @@ impl Methods {
                     ..Default::default()
                 },
             );
-            out.scores.insert(*col, s);
+            out.scores.insert(*col, s.scores);
+            out.verdicts.insert(*col, s.novel);
+            if let (Column::Hybrid, Some((model, nn))) = (*col, s.parts) {
+                for (c, v) in [(Column::HybridModel, model), (Column::HybridNn, nn)] {
+                    out.scores.insert(c, v);
+                    out.cols.entry(c).or_default();
+                }
+            }
             pb.inc(1);
         }
         Ok(())

@@ -31,6 +31,8 @@ pub(super) struct StepScores {
     pub scores: BTreeMap<Column, Vec<f64>>,
     /// Per column: its seconds, SRE, ceiling share and the other per-timestep figures.
     pub cols: BTreeMap<Column, ColumnResult>,
+    /// Per column whose method decides novelty itself: its verdicts (one per document).
+    pub verdicts: BTreeMap<Column, Vec<bool>>,
     /// What the daemon's own topic stage cost (ℓ1-online, evaluated timesteps only).
     pub daemon_cost: Option<DaemonTopicCost>,
 }
@@ -82,15 +84,7 @@ impl Methods {
             _ => None,
         };
         let hybrid_params = if has(Method::Hybrid) || has(Method::HybridOstc) {
-            Some(HybridEvalParams::new(
-                args.hybrid_fusion,
-                args.hybrid_nn_weight,
-                args.hybrid_max_docs,
-                args.hybrid_eviction,
-                args.hybrid_terms,
-                args.hybrid_half_life,
-                args.hybrid_reweight,
-            )?)
+            Some(HybridEvalParams::new(args)?)
         } else {
             None
         };
