@@ -235,9 +235,7 @@ fn check_burst(burst: &[&str], seed: u64) {
     let flagged = chatter.iter().filter(|x| novel(x)).count();
     assert!(flagged <= 10, "{flagged} of 100 chatter posts flagged");
     assert!(
-        v.iter()
-            .filter(|x| id(x).starts_with("burst-"))
-            .all(|x| novel(x)),
+        v.iter().filter(|x| id(x).starts_with("burst-")).all(novel),
         "the burst itself is novel"
     );
     let params: toml::Value = toml::from_str(&novad_ok(&["params", "--store", store])).unwrap();

@@ -19,6 +19,7 @@ mod m0004_file_ranges;
 mod m0005_one_layout_named_params;
 mod m0006_hybrid_explanations;
 mod m0007_timestep_summaries;
+mod m0008_calibrated_hybrid;
 
 /// One version step.
 pub struct Migration {
@@ -64,5 +65,10 @@ pub const MIGRATIONS: &[Migration] = &[
         from: 7,
         name: "0007_timestep_summaries",
         apply: m0007_timestep_summaries::apply,
+    },
+    Migration {
+        from: 8,
+        name: "0008_calibrated_hybrid",
+        apply: m0008_calibrated_hybrid::apply,
     },
 ];

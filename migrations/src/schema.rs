@@ -18,7 +18,7 @@ pub use crate::summary::{ScoreQuantiles, StepSummary, SummaryBuilder};
 
 /// Current store format version. Bumped by every layout change, with a migration in
 /// this crate.
-pub const FORMAT_VERSION: u32 = 8;
+pub const FORMAT_VERSION: u32 = 9;
 
 pub const META: &str = "meta";
 pub const VOCAB: &str = "vocab";

@@ -9,6 +9,7 @@
 //! verdict's `novel` flag as the daemon would store it. The corpus is `$NOVAD_20NG` or
 //! `../shared/data/20news-bydate.tar.gz`.
 use novad_lab::eval::{cikm_protocol, CikmSizes, FlagCounts};
+use novad_models::threshold::ThresholdRule;
 use novad_models::{Engine, ModelParams, Params};
 
 fn main() {
@@ -16,8 +17,10 @@ fn main() {
     let seed: u64 = a.next().map_or(0, |s| s.parse().expect("seed"));
     let mut params = match a.next().as_deref() {
         None | Some("hybrid") => Params::default(),
+        // the model's own score with its own default rule, as `--detector model` makes it
         Some("model") => Params {
             hybrid: None,
+            threshold: ThresholdRule::default_adaptive(),
             ..Params::default()
         },
         Some(p) => toml::from_str(&std::fs::read_to_string(p).expect("params file"))

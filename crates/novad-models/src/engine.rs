@@ -199,14 +199,17 @@ impl ModelParams {
         }
     }
 
-    /// An ℓ1 parameter set whose threshold is the calibrated hybrid's default rule
+    /// A parameter set whose threshold is the calibrated hybrid's default rule
     /// ([`ThresholdRule::hybrid_adaptive`]) gets the model's own default instead
     /// ([`ThresholdRule::default_adaptive`]): for a set switched to the model's own score.
     pub fn reset_default_threshold(&mut self) {
-        if let ModelParams::L1(p) = self {
-            if p.threshold == ThresholdRule::hybrid_adaptive() {
-                p.threshold = ThresholdRule::default_adaptive();
-            }
+        let t = match self {
+            ModelParams::L1(p) => &mut p.threshold,
+            ModelParams::Ostc(p) => &mut p.threshold,
+            ModelParams::Dnmf(_) => return,
+        };
+        if *t == ThresholdRule::hybrid_adaptive() {
+            *t = ThresholdRule::default_adaptive();
         }
     }
 }

@@ -66,12 +66,15 @@ fn unseen_topic_scores(params: OstcParams, seed: u64) -> (Vec<f64>, Vec<bool>, V
     )
 }
 
+/// Small default parameters with the model's own default rule (the default parameter set's
+/// rule is the calibrated hybrid's, tuned for the fused score; these tests step the bare model).
 fn default_small(seed: u64, score: ScoreRule) -> OstcParams {
     OstcParams {
         seed,
         k: 6,
         batch_size: 16,
         score,
+        threshold: novad_models::threshold::ThresholdRule::default_adaptive(),
         ..OstcParams::default()
     }
 }

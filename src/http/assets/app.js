@@ -250,7 +250,7 @@
       const a = docLink(n.id, n.doc_id || "(unknown id)");
       dl.append(h("dd", {}, a, h("span", { text: ` · cosine ${C.fmt(n.cosine, 3)} · ${when(n.time)} UTC · step ${n.timestep}` })));
     } else dl.append(h("dd", { text: "none shares a term" }));
-    return [h("h3", { text: "How it was scored: fused model and nearest-neighbour quantiles" }), dl];
+    return [h("h3", { text: "How it was scored: the model score and the nearest-neighbour score, fused" }), dl];
   }
 
   async function openVerdict(id) {

@@ -365,6 +365,50 @@ impl Default for Params {
 mod tests {
     use super::*;
 
+    /// The digest image of a parameter set whose hybrid has no calibration is the image it had
+    /// before the field existed: the encoding of the hybrid's four older fields, no more.
+    #[test]
+    fn an_uncalibrated_hybrid_keeps_its_digest_image() {
+        use crate::memory::{Fusion, MemoryParams};
+        #[derive(Serialize)]
+        struct Before {
+            memory: MemoryParams,
+            fusion: Fusion,
+            nn_weight: f64,
+            half_life: f64,
+        }
+        let p = Params {
+            hybrid: Some(HybridParams::quantiles()),
+            ..Params::default()
+        };
+        let h = p.hybrid.clone().unwrap();
+        let mut want = {
+            let mut q = p.clone();
+            q.hybrid = None;
+            let mut b = postcard::to_stdvec(&q).unwrap();
+            assert_eq!(b.pop(), Some(0), "the hybrid's None");
+            b
+        };
+        want.push(1);
+        want.extend(
+            postcard::to_stdvec(&Before {
+                memory: h.memory,
+                fusion: h.fusion,
+                nn_weight: h.nn_weight,
+                half_life: h.half_life,
+            })
+            .unwrap(),
+        );
+        assert_eq!(crate::model::params_image(&p, &p.hybrid), want);
+        // calibrated: the whole encoding
+        let d = Params::default();
+        assert!(d.hybrid.as_ref().unwrap().calibration.is_some());
+        assert_eq!(
+            crate::model::params_image(&d, &d.hybrid),
+            postcard::to_stdvec(&d).unwrap()
+        );
+    }
+
     #[test]
     fn paper_params_are_valid_and_bad_ones_name_the_field() {
         Params::paper().validate().unwrap();

@@ -561,7 +561,11 @@ mod tests {
     }
 
     fn warmed(steps: u64) -> Hybrid {
-        let mut h = Hybrid::new(HybridParams::default()).unwrap();
+        warmed_with(HybridParams::default(), steps)
+    }
+
+    fn warmed_with(params: HybridParams, steps: u64) -> Hybrid {
+        let mut h = Hybrid::new(params).unwrap();
         for t in 0..steps {
             let b = batch(t, 25);
             let out = h
@@ -771,6 +775,105 @@ mod tests {
         assert!(h
             .step_with(&docs(9, &b), vec![None; 2], &rule, false)
             .is_err());
+    }
+
+    /// Calibrated, a score is the parts fused on their own scale plus the drift correction:
+    /// past fused scores (the threshold's history) do not move it; the anchor is the median
+    /// of the first scored timestep's raw scores; the correction only raises.
+    #[test]
+    fn a_calibrated_score_is_the_raw_fusion_plus_the_drift_correction() {
+        let mut h = warmed(1);
+        assert_eq!(h.drift().anchor, None, "the bootstrap sets no anchor");
+        let rule = ThresholdRule::hybrid_adaptive();
+        let b = batch(1, 40);
+        let out = h.step(&docs(1, &b), &rule, false).unwrap();
+        // no shift yet: the score is the raw fusion of the parts
+        for v in out.verdicts.iter().filter(|v| !v.empty) {
+            let raw = 0.6 * v.model_score + 0.4 * v.nn_score;
+            assert!((v.score - raw).abs() < 1e-12, "{} vs {raw}", v.score);
+        }
+        let raw: Vec<f64> = out
+            .verdicts
+            .iter()
+            .filter(|v| !v.empty)
+            .map(|v| v.score)
+            .collect();
+        h.apply(out.plan);
+        let anchor = h
+            .drift()
+            .anchor
+            .expect("the first scored timestep sets the anchor");
+        // the anchor is the median: half the first timestep's raw scores at most it
+        let below = raw.iter().filter(|&&r| r <= anchor).count() as f64 / raw.len() as f64;
+        assert!((0.5..0.6).contains(&below), "{anchor}: {below}");
+        // a history of far lower raw scores: every later score is raised by max_shift, never
+        // more; past fused scores play no part
+        let mut low = h.clone();
+        low.drift.raw_history.update(&[0.0; 5000], 0.0);
+        low.fused_history.update(&[1.0; 5000], 0.0);
+        let probe = batch(7, 30);
+        let (a, b2) = (
+            h.score(&docs(7, &probe)).unwrap(),
+            low.score(&docs(7, &probe)).unwrap(),
+        );
+        let max = HybridParams::default().calibration.unwrap().max_shift;
+        for (x, y) in a.iter().zip(&b2).filter(|(x, _)| !x.empty) {
+            let raised = (y.score - x.score) - (max + h.shift());
+            assert!(
+                raised.abs() < 1e-9 || y.score == 1.0,
+                "{} → {}",
+                x.score,
+                y.score
+            );
+            assert!(y.score >= x.score);
+        }
+        // a history of higher raw scores (a burst) lowers nothing below the raw fusion
+        let mut burst = h.clone();
+        burst.drift.raw_history.update(&[1.0; 5000], 0.0);
+        assert_eq!(burst.shift(), 0.0);
+        for (v, x) in burst.score(&docs(7, &probe)).unwrap().iter().zip(&a) {
+            assert!(v.score >= x.score - (-h.shift()) - 1e-12);
+        }
+    }
+
+    /// A hybrid without calibration (stores created before it) keeps its layout: version-1
+    /// meta, no drift parts, quantile fusion; its parts round-trip.
+    #[test]
+    fn an_uncalibrated_hybrid_keeps_the_quantile_fusion_and_its_layout() {
+        let h = warmed_with(HybridParams::quantiles(), 4);
+        let parts = h.state_parts();
+        assert!(parts
+            .iter()
+            .all(|(n, _)| n != "hybrid/anchor" && !n.starts_with("hybrid/history/raw/")));
+        let meta = &parts.iter().find(|(n, _)| n == "hybrid/meta").unwrap().1;
+        assert_eq!(meta[0], 1, "version 1");
+        let back = Hybrid::from_state_parts(parts.iter().map(|(n, b)| (n.as_str(), b.as_slice())))
+            .unwrap();
+        assert_eq!(back.params(), h.params());
+        assert_eq!(back.params().calibration, None);
+        let probe = batch(9, 12);
+        let v = h.score(&docs(9, &probe)).unwrap();
+        assert_eq!(back.score(&docs(9, &probe)).unwrap(), v);
+        for x in v.iter().filter(|x| !x.empty) {
+            let fused = 0.4 * x.model_quantile + 0.6 * x.nn_quantile;
+            assert!((x.score - fused).abs() < 1e-12);
+        }
+        // calibrated parts carry the drift state and round-trip too
+        let c = warmed(4);
+        let cp = c.state_parts();
+        assert!(cp.iter().any(|(n, _)| n == "hybrid/anchor"));
+        let back =
+            Hybrid::from_state_parts(cp.iter().map(|(n, b)| (n.as_str(), b.as_slice()))).unwrap();
+        assert_eq!(back.drift(), c.drift());
+        assert_eq!(back.params(), c.params());
+        let mut bad: BTreeMap<String, Vec<u8>> = cp.into_iter().collect();
+        bad.insert(
+            "hybrid/anchor".into(),
+            postcard::to_stdvec(&Some(3.0f64)).unwrap(),
+        );
+        let e = Hybrid::from_state_parts(bad.iter().map(|(n, b)| (n.as_str(), b.as_slice())))
+            .unwrap_err();
+        assert!(e.to_string().contains("hybrid/anchor"), "{e}");
     }
 
     #[test]

@@ -6,15 +6,14 @@ use std::collections::{BTreeMap, HashSet};
 
 use indicatif::ProgressBar;
 
-use super::super::pooled::Pool;
 use super::super::protocol::Timestep;
 use super::super::results::{Column, ColumnResult, TimestepResult};
 use super::super::topics::{evaluate_oracle, evaluate_step, StepInput, TopicEvalParams, TopicStep};
 use super::super::{auc, roc_points, EvalArgs, EvalError};
 use super::batch::StepBatch;
 use super::methods::StepScores;
-use super::round_scores;
 use super::setup::Setup;
+use super::{round_scores, Sink};
 use novad_models::text::SparseDoc;
 
 /// The documents every AUC counts: the timestep's non-empty documents.
@@ -38,8 +37,8 @@ impl Kept {
 }
 
 /// Evaluate timestep `b.t`: every column's AUCs (evaluated timesteps only), the emerging
-/// topics when they run, one row per document appended to `dump`, the kept documents' rounded
-/// scores, labels and verdicts added to `pool`. Returns the timestep's
+/// topics when they run, one row per document appended to `sink.dump`, the kept documents'
+/// rounded scores, labels and verdicts added to `sink.pool`. Returns the timestep's
 /// record, with the columns of `setup.columns`. Fails when a bootstrap document is labelled
 /// novel or a column's scores are not one finite number per document.
 pub(super) fn timestep(
@@ -49,8 +48,7 @@ pub(super) fn timestep(
     args: &EvalArgs,
     boot_labels: &HashSet<String>,
     pb: &ProgressBar,
-    pool: &mut Pool,
-    dump: &mut String,
+    sink: &mut Sink,
 ) -> Result<TimestepResult, EvalError> {
     let StepScores {
         scores,
@@ -88,7 +86,8 @@ pub(super) fn timestep(
             let v = verdicts
                 .get(c)
                 .map(|v| kept.idx.iter().map(|&i| v[i]).collect::<Vec<bool>>());
-            pool.add(*c, &kept.rounded(s, args.round), &kept.novel, v.as_deref());
+            sink.pool
+                .add(*c, &kept.rounded(s, args.round), &kept.novel, v.as_deref());
         }
     }
     let topics = match &setup.topic_params {
@@ -101,7 +100,7 @@ pub(super) fn timestep(
         }
         _ => None,
     };
-    dump_rows(b.t, ts, &b.nonempty, &scores, dump);
+    dump_rows(b.t, ts, &b.nonempty, &scores, &mut sink.dump);
     let n_kept = kept.idx.len();
     Ok(TimestepResult {
         index: b.t,

@@ -33,6 +33,14 @@ pub fn round_scores(scores: &[f64], step: f64) -> Vec<f64> {
     scores.iter().map(|s| (s / step).round() * step).collect()
 }
 
+/// What the pass collects besides the timestep records: every document's pooled scores and
+/// the scores.jsonl rows.
+#[derive(Default)]
+pub(super) struct Sink {
+    pub pool: Pool,
+    pub dump: String,
+}
+
 /// Seconds since `t`.
 fn secs(t: Instant) -> f64 {
     t.elapsed().as_secs_f64()
@@ -44,11 +52,11 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
     let setup = Setup::resolve(args)?;
     let pb = progress_bar(args, &setup);
     let mut methods = Methods::new(args, &setup)?;
-    let mut pool = Pool::default();
-    let (timesteps, dump) = pass(args, &setup, &mut methods, &mut pool, &pb)?;
+    let mut sink = Sink::default();
+    let timesteps = pass(args, &setup, &mut methods, &mut sink, &pb)?;
     pb.finish_and_clear();
     let (ostc, hybrid) = methods.into_params();
-    output::finish(args, setup, ostc, hybrid, timesteps, &pool, &dump, wall)
+    output::finish(args, setup, ostc, hybrid, timesteps, &sink, wall)
 }
 
 /// The progress bar of the pass (hidden with `--quiet`): one tick per method and timestep,
@@ -72,15 +80,14 @@ fn progress_bar(args: &EvalArgs, setup: &Setup) -> ProgressBar {
 }
 
 /// One pass over the stream: each timestep vectorised once, every method run on it, then
-/// evaluated (and pooled into `pool`). Returns every timestep's record and the scores.jsonl
-/// rows.
+/// evaluated (its documents pooled and dumped into `sink`). Returns every timestep's record.
 fn pass(
     args: &EvalArgs,
     setup: &Setup,
     methods: &mut Methods,
-    pool: &mut Pool,
+    sink: &mut Sink,
     pb: &ProgressBar,
-) -> Result<(Vec<TimestepResult>, String), EvalError> {
+) -> Result<Vec<TimestepResult>, EvalError> {
     let mut vz = StreamVectorizer::new(&setup.params.text);
     // every non-empty document so far (P_[t]), ids in the current vocabulary
     let mut seen: Vec<SparseDoc> = Vec::new();
@@ -90,7 +97,6 @@ fn pass(
         .map(|d| d.label.clone())
         .collect();
     let mut results: Vec<TimestepResult> = Vec::with_capacity(setup.stream.timesteps.len());
-    let mut dump = String::new();
     for (t, ts) in setup.stream.timesteps.iter().enumerate() {
         let b = StepBatch::new(t, ts, &mut vz, &mut seen)?;
         let scores = methods.step(&b, setup, pb)?;
@@ -101,9 +107,8 @@ fn pass(
             args,
             &boot_labels,
             pb,
-            pool,
-            &mut dump,
+            sink,
         )?);
     }
-    Ok((results, dump))
+    Ok(results)
 }

@@ -4,16 +4,15 @@
 use std::time::Instant;
 
 use super::super::hybrid::HybridEvalParams;
-use super::super::pooled::Pool;
 use super::super::results::{Column, ColumnResult, EvalSummary, Results, Summary, TimestepResult};
 use super::super::topics::TopicStep;
 use super::super::{report, EvalArgs, EvalError, Method};
-use super::secs;
 use super::setup::Setup;
+use super::{secs, Sink};
 use novad_models::ostc::OstcParams;
 
-/// Summarise the timesteps (and the pooled measures of `pool`), write report.md, results.json, scores.jsonl (`dump`) and the
-/// plots into `--out`, and return what was written. The returned wall time (since `wall`)
+/// Summarise the timesteps (and the pooled measures of `sink`), write report.md, results.json,
+/// scores.jsonl (`sink.dump`) and the plots into `--out`, and return what was written. The returned wall time (since `wall`)
 /// includes writing the outputs; the recorded one stops just before.
 pub(super) fn finish(
     args: &EvalArgs,
@@ -21,12 +20,11 @@ pub(super) fn finish(
     ostc: Option<OstcParams>,
     hybrid: Option<HybridEvalParams>,
     timesteps: Vec<TimestepResult>,
-    pool: &Pool,
-    dump: &str,
+    sink: &Sink,
     wall: Instant,
 ) -> Result<EvalSummary, EvalError> {
     let mut summary = summary(&timesteps, &setup);
-    pool.summarise(&mut summary);
+    sink.pool.summarise(&mut summary);
     summary.wall_seconds = secs(wall);
     let n_steps = setup.stream.timesteps.len();
     let seeds = seeds(args, &setup);
@@ -56,7 +54,7 @@ pub(super) fn finish(
         summary: summary.clone(),
         notes,
     };
-    let files = report::write_all(&args.out, &results, dump)?;
+    let files = report::write_all(&args.out, &results, &sink.dump)?;
     summary.wall_seconds = secs(wall);
     Ok(EvalSummary {
         out: args.out.clone(),
