@@ -683,14 +683,29 @@ fn hybrid_columns_are_the_daemons_engine_verdict_scores() {
     ] {
         let mut e = Engine::new(params).unwrap();
         let mut remembered = 0;
+        let mut topics = 0;
         for (t, ts) in stream.timesteps.iter().enumerate() {
             let texts: Vec<&str> = ts.docs.iter().map(|d| d.text.as_str()).collect();
             let (next, o) = e.step_at(&texts, &vec![t as i64; texts.len()]).unwrap();
             let want: Vec<f64> = o.verdicts.iter().map(|v| v.score).collect();
             assert_eq!(cols[&(col.to_string(), t)], want, "{col}, timestep {t}");
             assert_eq!(o.hybrid.len(), texts.len());
+            if t > 0 {
+                topics += o.topics.len();
+            }
             e = next;
             remembered = e.hybrid().unwrap().memory().len();
+        }
+        if col == "hybrid" {
+            // the event measures judge exactly the engine's emerging topics
+            let res: serde_json::Value =
+                serde_json::from_str(&read(&out.join("results.json"))).unwrap();
+            let ev = &res["summary"]["events"];
+            assert!(topics > 0, "the stream has emerging topics");
+            assert_eq!(ev["topics"].as_u64().unwrap() as usize, topics, "{ev}");
+            assert!(ev["events"].as_u64().unwrap() <= topics as u64);
+            assert_eq!(ev["new_groups"].as_u64().unwrap(), 2 * 3);
+            assert!(ev["found_groups"].as_u64().unwrap() <= 6);
         }
         assert_eq!(
             remembered, 60,

@@ -103,6 +103,9 @@ pub struct HybridOut {
     /// The parts, as the detector judged them: the model's own score and the memory's
     /// nearest-neighbour score (None for the re-weighting experiment).
     pub parts: Option<(Vec<f64>, Vec<f64>)>,
+    /// The step's emerging topics with their keywords (None for the re-weighting
+    /// experiment, which finds none).
+    pub topics: Option<Vec<super::EventTopic>>,
 }
 
 /// A hybrid column's streaming state.
@@ -139,8 +142,21 @@ impl HybridMethod {
                         input.texts.len()
                     )));
                 }
+                let topics = out
+                    .topics
+                    .iter()
+                    .map(|t| super::EventTopic {
+                        members: t.members.clone(),
+                        terms: t
+                            .terms
+                            .iter()
+                            .map(|&(id, _)| next.vocab().term(id).to_string())
+                            .collect(),
+                    })
+                    .collect();
                 **engine = next;
                 Ok(HybridOut {
+                    topics: Some(topics),
                     scores: out.verdicts.iter().map(|v| v.score).collect(),
                     novel: out.verdicts.iter().map(|v| v.novel).collect(),
                     parts: Some((
@@ -223,6 +239,7 @@ impl ReweightRun {
             scores: out.verdicts.iter().map(|v| v.score).collect(),
             novel: out.verdicts.iter().map(|v| v.novel).collect(),
             parts: None,
+            topics: None,
         })
     }
 }

@@ -21,6 +21,7 @@
 //!   (except for the timings).
 
 pub mod dnmf;
+mod events;
 mod hybrid;
 pub mod ostc;
 mod pooled;
@@ -36,6 +37,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use thiserror::Error;
 
+pub use events::{EventJudge, EventStep, EventSummary, EventTopic};
 pub use hybrid::{HybridEvalParams, HybridInput, HybridMethod, HybridOut, ReweightRun};
 pub use novad_models::metrics::{auc, roc_points};
 pub use ostc::{run_ostc_eval, OstcEvalArgs, OstcEvalError, OstcEvalSummary};

@@ -171,6 +171,9 @@ pub struct TimestepResult {
     pub columns: BTreeMap<String, ColumnResult>,
     /// Emerging-topic evaluation (None at the bootstrap or when off).
     pub topics: Option<TopicStep>,
+    /// The daemon's own emerging topics as events (when the `hybrid` method runs; None at
+    /// the bootstrap).
+    pub events: Option<super::EventStep>,
 }
 
 /// Averages over the evaluated timesteps.
@@ -181,6 +184,9 @@ pub struct Summary {
     /// Pooled AUC: one ranking of every evaluated timestep's documents together (what one
     /// threshold over a date range sees).
     pub pooled_auc: BTreeMap<String, f64>,
+    /// The daemon's emerging topics as events over the evaluated timesteps (when the
+    /// `hybrid` method runs).
+    pub events: Option<super::EventSummary>,
     /// Per column whose method makes verdicts: their quality over every evaluated timestep,
     /// beside the best F1 any one fixed threshold on its scores reaches in hindsight.
     pub verdicts: BTreeMap<String, VerdictQuality>,

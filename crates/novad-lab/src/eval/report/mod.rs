@@ -194,6 +194,7 @@ fn whole_stream(s: &mut String, res: &Results, cols: &[Column]) {
         &["Score".into(), "pooled AUC".into(), "mean AUC".into()],
         &rows,
     );
+    events(s, res);
     if res.summary.verdicts.is_empty() {
         return;
     }
@@ -224,6 +225,43 @@ fn whole_stream(s: &mut String, res: &Results, cols: &[Column]) {
             "F1 / best".into(),
         ],
         &rows,
+    );
+}
+
+/// The daemon's emerging topics as events (when the `hybrid` method ran): per timestep and
+/// over the stream.
+fn events(s: &mut String, res: &Results) {
+    let Some(e) = &res.summary.events else {
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "Emerging topics as events (the hybrid method's own topics): an event is a topic whose \
+         members are mostly of a group new at its timestep; a new group is found when an event \
+         of its arrival leads with it; keyword precision@5 against the group's 20 most \
+         distinctive terms (group document frequency × ln IDF over the documents before).\n"
+    );
+    let f = |v: Option<f64>| f3(v);
+    table(
+        s,
+        &[
+            "topics".into(),
+            "events".into(),
+            "event precision".into(),
+            "new groups found".into(),
+            "event recall".into(),
+            "topics per found group".into(),
+            "keyword precision@5".into(),
+        ],
+        &[vec![
+            e.topics.to_string(),
+            e.events.to_string(),
+            f(e.event_precision),
+            format!("{} / {}", e.found_groups, e.new_groups),
+            f(e.event_recall),
+            f(e.topics_per_event),
+            f(e.keyword_precision_at_5),
+        ]],
     );
 }
 

@@ -54,6 +54,7 @@ pub(super) fn timestep(
         scores,
         mut cols,
         verdicts,
+        events,
         daemon_cost,
     } = out;
     let ts = b.ts;
@@ -101,6 +102,17 @@ pub(super) fn timestep(
         _ => None,
     };
     dump_rows(b.t, ts, &b.nonempty, &scores, &mut sink.dump);
+    let events = sink.events.as_mut().map(|j| {
+        let labels: Vec<&str> = ts.docs.iter().map(|d| d.label.as_str()).collect();
+        let topics = if ts.bootstrap { None } else { events };
+        let step = j.step(
+            topics.as_deref().unwrap_or(&[]),
+            &labels,
+            &b.texts,
+            if ts.bootstrap { &[] } else { &ts.new_labels },
+        );
+        step
+    });
     let n_kept = kept.idx.len();
     Ok(TimestepResult {
         index: b.t,
@@ -114,6 +126,7 @@ pub(super) fn timestep(
         vocabulary: b.vocab_len(),
         evicted_terms: b.vb.change.evicted,
         seconds_vectorize: b.vb.seconds,
+        events: events.filter(|_| !ts.bootstrap),
         columns: cols
             .into_iter()
             .filter(|(c, _)| setup.columns.contains(c))

@@ -18,7 +18,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::pooled::Pool;
 use super::results::{EvalSummary, TimestepResult};
 use super::vectorize::StreamVectorizer;
-use super::{EvalArgs, EvalError};
+use super::{EvalArgs, EvalError, EventJudge, Method};
 use batch::StepBatch;
 use methods::Methods;
 use novad_models::text::SparseDoc;
@@ -33,12 +33,13 @@ pub fn round_scores(scores: &[f64], step: f64) -> Vec<f64> {
     scores.iter().map(|s| (s / step).round() * step).collect()
 }
 
-/// What the pass collects besides the timestep records: every document's pooled scores and
-/// the scores.jsonl rows.
-#[derive(Default)]
+/// What the pass collects besides the timestep records: every document's pooled scores, the
+/// scores.jsonl rows, and the past the daemon's topics are judged against as events.
 pub(super) struct Sink {
     pub pool: Pool,
     pub dump: String,
+    /// When the `hybrid` method runs.
+    pub events: Option<EventJudge>,
 }
 
 /// Seconds since `t`.
@@ -52,7 +53,13 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
     let setup = Setup::resolve(args)?;
     let pb = progress_bar(args, &setup);
     let mut methods = Methods::new(args, &setup)?;
-    let mut sink = Sink::default();
+    let mut sink = Sink {
+        pool: Pool::default(),
+        dump: String::new(),
+        events: setup
+            .has(Method::Hybrid)
+            .then(|| EventJudge::new(setup.params.text.tokenizer())),
+    };
     let timesteps = pass(args, &setup, &mut methods, &mut sink, &pb)?;
     pb.finish_and_clear();
     let (ostc, hybrid) = methods.into_params();

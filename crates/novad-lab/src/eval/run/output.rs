@@ -71,6 +71,11 @@ pub(super) fn finish(
 /// share of the daemon's step spent in its topic stage. Wall time left at 0.
 fn summary(timesteps: &[TimestepResult], setup: &Setup) -> Summary {
     let mut summary = summarise(timesteps, &setup.columns);
+    let events: Vec<&super::super::EventStep> =
+        timesteps.iter().filter_map(|r| r.events.as_ref()).collect();
+    if !events.is_empty() {
+        summary.events = Some(super::super::events::summarise(&events));
+    }
     if let Some(tp) = &setup.topic_params {
         let steps: Vec<&TopicStep> = timesteps.iter().filter_map(|r| r.topics.as_ref()).collect();
         summary.topics = super::super::topics::summarise(&steps, tp.recall_levels.len());

@@ -82,6 +82,9 @@ impl Methods {
             );
             out.scores.insert(*col, s.scores);
             out.verdicts.insert(*col, s.novel);
+            if *col == Column::Hybrid {
+                out.events = s.topics;
+            }
             if let (Column::Hybrid, Some((model, nn))) = (*col, s.parts) {
                 for (c, v) in [(Column::HybridModel, model), (Column::HybridNn, nn)] {
                     out.scores.insert(c, v);

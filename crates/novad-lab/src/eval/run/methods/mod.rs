@@ -33,6 +33,8 @@ pub(super) struct StepScores {
     pub cols: BTreeMap<Column, ColumnResult>,
     /// Per column whose method decides novelty itself: its verdicts (one per document).
     pub verdicts: BTreeMap<Column, Vec<bool>>,
+    /// The daemon's emerging topics (the `hybrid` method's engine step), when it runs.
+    pub events: Option<Vec<super::super::EventTopic>>,
     /// What the daemon's own topic stage cost (ℓ1-online, evaluated timesteps only).
     pub daemon_cost: Option<DaemonTopicCost>,
 }
