@@ -7,7 +7,7 @@
 #[allow(dead_code)]
 mod common;
 
-use common::{jsonl, novad_ok};
+use common::{example_batches, jsonl, novad_ok};
 
 /// The walk-through's four chatter topics and their words (`examples/batches`).
 const TOPICS: [(&str, [&str; 12]); 4] = [
@@ -164,15 +164,7 @@ fn line(id: &str, day: u32, hour: usize, text: &str) -> String {
 /// Write the stream's files into `dir` in ingestion order: the walk-through, the burst of
 /// `burst` documents, then ten days of ten chatter posts and one new story each.
 fn stream(dir: &std::path::Path, burst: &[&str], seed: u64) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    let batches = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/batches");
-    let mut names: Vec<_> = std::fs::read_dir(batches)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    names.sort();
-    files.extend(names);
+    let mut files = example_batches();
     let mut write = |name: String, body: String| {
         let p = dir.join(name);
         std::fs::write(&p, body).unwrap();

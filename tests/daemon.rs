@@ -330,14 +330,7 @@ fn emerging_topics_are_listed_while_the_daemon_runs() {
 /// Drop the walk-through's batch files (`examples/batches`) into the inbox one at a time, in
 /// name order, each once the previous one is processed.
 fn drop_walk_through(d: &Dirs) {
-    let batches = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/batches");
-    let mut names: Vec<_> = std::fs::read_dir(batches)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    names.sort();
-    for p in &names {
+    for p in &example_batches() {
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
         d.drop_file(&name, &std::fs::read(p).unwrap());
         wait_for(60, "batch processed", || {

@@ -37,6 +37,18 @@ pub fn posts() -> &'static [(String, String)] {
     })
 }
 
+/// The walk-through's batch files (`examples/batches`), in name order.
+pub fn example_batches() -> Vec<PathBuf> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/batches");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    names.sort();
+    names
+}
+
 /// A JSONL batch of `n` posts starting at `offset` (wrapping around the corpus), all dated
 /// `day` (YYYY-MM-DD), with ids `<tag>-<i>`.
 pub fn jsonl_batch(offset: usize, n: usize, day: &str, tag: &str) -> String {
