@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use super::harness::{files_in, wait_for, Daemon, Dirs};
@@ -51,17 +51,6 @@ pub fn start(d: &Dirs, extra: &[&str]) -> Served {
         login,
         token,
     }
-}
-
-/// The example batches shipped with the repository, in order.
-pub fn example_batches() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/batches");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    v.sort();
-    v
 }
 
 /// Drop the example batch `path` into the inbox and wait until it is processed.
