@@ -345,6 +345,7 @@ impl Judge for HybridJudge<'_> {
         let j = Judgement {
             novel: step.verdicts.iter().map(|v| v.novel).collect(),
             threshold: step.threshold,
+            topical: step.topical.clone(),
         };
         self.step = Some(step);
         self.seconds += t0.elapsed().as_secs_f64();

@@ -141,6 +141,9 @@ pub struct Judgement {
     pub novel: Vec<bool>,
     /// The threshold applied to the judge's own score, if one was.
     pub threshold: Option<f64>,
+    /// The documents the step's topics group when they are fewer than the novel ones (a
+    /// subset of `novel`, one flag per document); None: the novel ones.
+    pub topical: Option<Vec<bool>>,
 }
 
 /// Decides novelty in place of a model's own threshold (the hybrid detector is one). A model
@@ -176,26 +179,51 @@ pub trait Judge {
     fn answer(&mut self, _near: Vec<Option<crate::memory::Neighbour>>) {}
 }
 
-/// The judgement of `judge`, or `own` when there is none; checks the judge's answer has one
-/// flag per document and flags nothing it may not.
+/// A step's novelty as decided: the flags, the threshold (∞ when none) and the documents its
+/// topics group (a subset of the novel ones).
+pub(crate) struct Decided {
+    pub novel: Vec<bool>,
+    pub threshold: f64,
+    pub topical: Vec<bool>,
+}
+
+/// The judgement of `judge`, or `own` when there is none (its topics group every novel
+/// document); checks the judge's answer has one flag per document, flags nothing it may not,
+/// and groups only novel documents into topics.
 pub(crate) fn judged(
     judge: Option<&mut (dyn Judge + '_)>,
     batch: &Scored,
     own: impl FnOnce() -> (Vec<bool>, f64),
-) -> Result<(Vec<bool>, f64), EngineError> {
-    let Some(j) = judge else { return Ok(own()) };
+) -> Result<Decided, EngineError> {
+    let Some(j) = judge else {
+        let (novel, threshold) = own();
+        let topical = novel.clone();
+        return Ok(Decided {
+            novel,
+            threshold,
+            topical,
+        });
+    };
     let d = j.judge(batch)?;
     let bad = d.novel.len() != batch.scores.len()
         || d.novel
             .iter()
             .zip(batch.eligible)
-            .any(|(&n, &e)| n && (batch.silent || !e));
+            .any(|(&n, &e)| n && (batch.silent || !e))
+        || d.topical.as_ref().is_some_and(|t| {
+            t.len() != d.novel.len() || t.iter().zip(&d.novel).any(|(&t, &n)| t && !n)
+        });
     if bad {
         return Err(EngineError::Inconsistent(
             "the judge's verdicts do not match the batch".into(),
         ));
     }
-    Ok((d.novel, d.threshold.unwrap_or(f64::INFINITY)))
+    let topical = d.topical.unwrap_or_else(|| d.novel.clone());
+    Ok(Decided {
+        novel: d.novel,
+        threshold: d.threshold.unwrap_or(f64::INFINITY),
+        topical,
+    })
 }
 
 #[derive(Debug, Error)]

@@ -36,6 +36,7 @@ impl HybridEvalParams {
                 max_shift: args.hybrid_max_shift,
                 floor: args.hybrid_floor,
                 ceiling: args.hybrid_ceiling,
+                topic_quantile: args.hybrid_topic_quantile,
             }),
             super::HybridScale::Quantiles => None,
         };

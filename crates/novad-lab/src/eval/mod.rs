@@ -286,6 +286,10 @@ pub struct EvalArgs {
     /// Hybrid methods, calibrated: scores above this are always novel.
     #[arg(long, default_value_t = novad_models::memory::Calibration::default().ceiling)]
     pub hybrid_ceiling: f64,
+    /// Hybrid methods, calibrated: topics group the novel documents the rule would flag at
+    /// this quantile too.
+    #[arg(long, default_value_t = novad_models::memory::Calibration::default().topic_quantile)]
+    pub hybrid_topic_quantile: f64,
     /// Hybrid methods: re-weight remembered documents with the current IDF each timestep
     /// (experiment; cost grows with the memory).
     #[arg(long)]

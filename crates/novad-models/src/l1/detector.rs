@@ -18,8 +18,8 @@ use crate::l1::dictionary::{
 use crate::l1::params::Params;
 use crate::l1::replicate::{CodingJob, Found, Local, Replication, Tapped, TermJob, Updated};
 use crate::model::{
-    decode_part, judged, params_image, Code, EngineError, Judge, OiadmmStats, ParamsError, Scored,
-    StepOutput, StepStats, Verdict,
+    decode_part, judged, params_image, Code, Decided, EngineError, Judge, OiadmmStats, ParamsError,
+    Scored, StepOutput, StepStats, Verdict,
 };
 use crate::text::{tfidf_l1, SparseDoc, Tokenizer, VocabChange, Vocabulary};
 use crate::threshold::{decide, ScoreHistory, ThresholdRule};
@@ -381,13 +381,17 @@ impl Model {
             plan_refresh((m, k), &last_used, &usage, &vectors, &scores, rp, seed, t)
         });
         let plan_seconds = t_plan.elapsed().as_secs_f64();
-        let (novel, thr) = self.novelty(&scored, judge, rep, &mut history, learn)?;
+        let Decided {
+            novel,
+            threshold: thr,
+            topical,
+        } = self.novelty(&scored, judge, rep, &mut history, learn)?;
         stats.threshold = thr.is_finite().then_some(thr);
         let t_topics = Instant::now();
         let want_topics = p.topics.is_some() && !is_bootstrap && bootstrapped;
         let want_found = want_topics || refresh.is_some();
         let mine = (want_found && rep.finds()).then(|| Found {
-            topics: want_topics.then(|| self.find_topics(&vectors, &scores, &novel, m)),
+            topics: want_topics.then(|| self.find_topics(&vectors, &scores, &topical, m)),
             refresh: plan,
         });
         if want_found {
@@ -491,9 +495,10 @@ impl Model {
         Ok((model, out))
     }
 
-    /// Each document's novelty and the threshold used (∞ when none): the judge's decision
-    /// when there is one (told to `rep`), else the model's rule; nothing is novel when
-    /// `scored` is silent. With `learn`, the history takes the eligible documents' scores.
+    /// Each document's novelty, the threshold used (∞ when none) and the documents the
+    /// topics group: the judge's decision when there is one (told to `rep`), else the
+    /// model's rule; nothing is novel when `scored` is silent. With `learn`, the history
+    /// takes the eligible documents' scores.
     fn novelty(
         &self,
         scored: &Scored<'_>,
@@ -501,7 +506,7 @@ impl Model {
         rep: &mut dyn Replication,
         history: &mut ScoreHistory,
         learn: bool,
-    ) -> Result<(Vec<bool>, f64), EngineError> {
+    ) -> Result<Decided, EngineError> {
         let mut tapped = judge.map(|inner| Tapped { inner, rep });
         let judge = tapped.as_mut().map(|t| t as &mut dyn Judge);
         let rule = &self.params.threshold;

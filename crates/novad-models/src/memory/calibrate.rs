@@ -28,6 +28,11 @@ pub struct Calibration {
     pub floor: f64,
     /// A document scoring above `ceiling` is always novel, in [`floor`, 1].
     pub ceiling: f64,
+    /// Topics group only the novel documents that the adaptive rule would flag at this
+    /// quantile too (held in the same band), in [0, 1]; at or below the rule's own quantile,
+    /// every novel document. A stricter selection than the verdicts': scattered false
+    /// alarms do not make topics.
+    pub topic_quantile: f64,
 }
 
 impl Default for Calibration {
@@ -38,6 +43,7 @@ impl Default for Calibration {
             max_shift: 0.1,
             floor: 0.7,
             ceiling: 0.85,
+            topic_quantile: 0.9,
         }
     }
 }
@@ -55,6 +61,7 @@ impl Calibration {
         unit(self.max_shift, "hybrid.calibration.max_shift")?;
         unit(self.floor, "hybrid.calibration.floor")?;
         unit(self.ceiling, "hybrid.calibration.ceiling")?;
+        unit(self.topic_quantile, "hybrid.calibration.topic_quantile")?;
         check(
             self.floor <= self.ceiling,
             "hybrid.calibration.ceiling",

@@ -246,6 +246,9 @@ pub struct HybridStep {
     /// Threshold applied to the fused score (None at the bootstrap or when nothing was
     /// selected by a top-fraction rule).
     pub threshold: Option<f64>,
+    /// The novel documents the topics group, when a calibration selects fewer
+    /// ([`Calibration::topic_quantile`]); None: every novel document.
+    pub topical: Option<Vec<bool>>,
     pub plan: HybridPlan,
 }
 
@@ -409,6 +412,7 @@ impl Hybrid {
             return Ok(HybridStep {
                 verdicts,
                 threshold: None,
+                topical: None,
                 plan: HybridPlan {
                     memory,
                     histories: None,
@@ -422,6 +426,7 @@ impl Hybrid {
         if let Some(c) = &self.params.calibration {
             (novel, thr) = c.band(&scores, &eligible, &novel, thr);
         }
+        let topical = self.topical(rule, &scores, &eligible, &novel);
         for (v, n) in verdicts.iter_mut().zip(novel) {
             v.novel = n;
         }
@@ -429,12 +434,43 @@ impl Hybrid {
         Ok(HybridStep {
             verdicts,
             threshold: thr.is_finite().then_some(thr),
+            topical,
             plan: HybridPlan {
                 memory,
                 histories: Some(histories),
                 drift,
             },
         })
+    }
+
+    /// The novel documents a calibrated hybrid's topics group: those the adaptive `rule`
+    /// flags at the calibration's topic quantile too, held in the band (None when that is not
+    /// stricter than the rule, or the rule is not adaptive: every novel document).
+    fn topical(
+        &self,
+        rule: &ThresholdRule,
+        scores: &[f64],
+        eligible: &[bool],
+        novel: &[bool],
+    ) -> Option<Vec<bool>> {
+        let c = self.params.calibration.as_ref()?;
+        let ThresholdRule::Adaptive {
+            quantile,
+            half_life,
+        } = *rule
+        else {
+            return None;
+        };
+        if c.topic_quantile <= quantile {
+            return None;
+        }
+        let strict = ThresholdRule::Adaptive {
+            quantile: c.topic_quantile,
+            half_life,
+        };
+        let (flags, t) = decide(&strict, &self.fused_history, scores, eligible);
+        let (flags, _) = c.band(scores, eligible, &flags, t);
+        Some(flags.iter().zip(novel).map(|(&f, &n)| f && n).collect())
     }
 
     /// The histories after a judged timestep: the model and NN scores of its non-empty
@@ -834,6 +870,46 @@ mod tests {
         for (v, x) in burst.score(&docs(7, &probe)).unwrap().iter().zip(&a) {
             assert!(v.score >= x.score - (-h.shift()) - 1e-12);
         }
+    }
+
+    /// Topics group the novel documents the stricter topic quantile flags too: a subset of
+    /// the verdicts, and every verdict when the rule is at least as strict.
+    #[test]
+    fn topics_take_a_stricter_subset_of_the_novel_documents() {
+        let h = warmed(6);
+        let b = batch(6, 200);
+        let step = h
+            .step(&docs(6, &b), &ThresholdRule::hybrid_adaptive(), false)
+            .unwrap();
+        let topical = step.topical.expect("a stricter selection");
+        let novel: Vec<bool> = step.verdicts.iter().map(|v| v.novel).collect();
+        assert_eq!(topical.len(), novel.len());
+        assert!(topical.iter().zip(&novel).all(|(&t, &n)| !t || n));
+        let (t, n) = (
+            topical.iter().filter(|&&x| x).count(),
+            novel.iter().filter(|&&x| x).count(),
+        );
+        assert!(t < n, "{t} topical of {n} novel");
+        // the lowest topical score is above the highest non-topical novel one's threshold
+        let lowest = (0..novel.len())
+            .filter(|&j| topical[j])
+            .map(|j| step.verdicts[j].score)
+            .fold(f64::INFINITY, f64::min);
+        assert!((0..novel.len())
+            .filter(|&j| novel[j] && !topical[j])
+            .all(|j| step.verdicts[j].score <= lowest));
+        let strict = ThresholdRule::Adaptive {
+            quantile: 0.95,
+            half_life: 30.0,
+        };
+        assert!(h
+            .step(&docs(6, &b), &strict, false)
+            .unwrap()
+            .topical
+            .is_none());
+        let old = warmed_with(HybridParams::quantiles(), 6);
+        let step = old.step(&docs(6, &b), &ThresholdRule::hybrid_adaptive(), false);
+        assert!(step.unwrap().topical.is_none());
     }
 
     /// A hybrid without calibration (stores created before it) keeps its layout: version-1

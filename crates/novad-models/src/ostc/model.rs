@@ -33,8 +33,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    judged, EngineError, Judge, ParamsError, Scored, StepOutput, StepStats, Topic, TopicKind,
-    Verdict,
+    judged, Decided, EngineError, Judge, ParamsError, Scored, StepOutput, StepStats, Topic,
+    TopicKind, Verdict,
 };
 use crate::ostc::coding::{CodeParams, DocCode};
 use crate::ostc::dictionary::{
@@ -277,7 +277,11 @@ impl OstcModel {
             silent,
             rule: &p.threshold,
         };
-        let (novel, thr) = judged(judge.take(), &scored, || {
+        let Decided {
+            novel,
+            threshold: thr,
+            topical,
+        } = judged(judge.take(), &scored, || {
             if silent {
                 (vec![false; n], f64::INFINITY)
             } else {
@@ -332,7 +336,8 @@ impl OstcModel {
         }
         stats.seconds_update = t2.elapsed().as_secs_f64();
 
-        // Topics: novel documents grouped by their dominant topic (argmax θ under β_t).
+        // Topics: the novel documents the judgement groups (all of them without a judge), by
+        // their dominant topic (argmax θ under β_t).
         let t3 = Instant::now();
         let dominant: Vec<Option<usize>> = codes
             .iter()
@@ -349,7 +354,7 @@ impl OstcModel {
             .collect();
         let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for j in 0..n {
-            if novel[j] {
+            if topical[j] {
                 if let Some(k) = dominant[j] {
                     groups.entry(k).or_default().push(j);
                 }
