@@ -86,7 +86,7 @@ pub struct HybridParams {
 
 impl Default for HybridParams {
     /// The calibrated hybrid, the parts fused 0.6 · model + 0.4 · NN (measured on 20
-    /// Newsgroups, docs/RESULTS.md "Detection quality").
+    /// Newsgroups, docs/RESULTS.md "Calibrated hybrid score and a threshold band").
     fn default() -> Self {
         HybridParams {
             memory: MemoryParams::default(),
