@@ -12,22 +12,11 @@ fn status_json(store: &str) -> serde_json::Value {
     serde_json::from_str(&novad_ok(&["status", "--store", store, "--format", "json"])).unwrap()
 }
 
-fn batches() -> Vec<std::path::PathBuf> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/batches");
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    v.sort();
-    v
-}
-
 /// Ingesting file by file (one process each: the state goes through the store every time)
 /// gives the same model and verdicts as one process ingesting them all.
 fn resumes_exactly(model: &str) {
     let d = Dirs::new();
-    let files = batches();
+    let files = example_batches();
     let one = d.tmp.path().join("one").display().to_string();
     let split = d.tmp.path().join("split").display().to_string();
     let mut args = vec!["ingest", "--store", &one, "--model", model];
@@ -84,7 +73,7 @@ fn model_parameters_print_as_toml_and_create_an_equal_store() {
         let path = d.tmp.path().join(format!("{model}.toml"));
         std::fs::write(&path, &toml).unwrap();
         let store = d.tmp.path().join(model).display().to_string();
-        let f = batches()[0].display().to_string();
+        let f = example_batches()[0].display().to_string();
         novad_ok(&[
             "ingest",
             "--store",
@@ -115,7 +104,7 @@ fn dnmf_and_ostc_serve_topics_live_and_restart_from_the_store() {
     for model in ["dnmf", "ostc"] {
         let d = Dirs::new();
         let mut daemon = Daemon::start(&d, &["--model", model]);
-        for p in batches() {
+        for p in example_batches() {
             let name = p.file_name().unwrap().to_string_lossy().into_owned();
             d.drop_file(&name, &std::fs::read(&p).unwrap());
             wait_for(60, "batch processed", || {

@@ -503,12 +503,12 @@ pub(crate) fn decode_part<T: DeserializeOwned>(
 /// The postcard image of a parameter set for digests. The ℓ1 and OSTC parameter sets end with
 /// the optional hybrid detector, which ends with its optional calibration; the trailing `None`
 /// tag of whichever is absent is dropped
-/// ([`HybridParams::image_trailing_nones`](crate::memory::HybridParams::image_trailing_nones)),
+/// ([`HybridParams::image_drops_trailing_none`](crate::memory::HybridParams::image_drops_trailing_none)),
 /// which is the image the set had before that field existed, so the digest of a store that
 /// predates the detector, or its calibration, does not change.
 pub fn params_image<P: Serialize>(p: &P, hybrid: &Option<crate::memory::HybridParams>) -> Vec<u8> {
     let mut b = postcard::to_stdvec(p).expect("params serialize");
-    if crate::memory::HybridParams::image_trailing_nones(hybrid) > 0 {
+    if crate::memory::HybridParams::image_drops_trailing_none(hybrid) {
         debug_assert_eq!(b.last(), Some(&0), "a trailing None");
         b.pop();
     }

@@ -124,13 +124,10 @@ impl HybridParams {
         }
     }
 
-    /// How many trailing `None` bytes the digest image of a parameter set ending with
-    /// `hybrid` drops: the hybrid's own when absent, else the calibration's when absent.
-    pub fn image_trailing_nones(hybrid: &Option<HybridParams>) -> usize {
-        match hybrid {
-            None => 1,
-            Some(h) => h.calibration.is_none() as usize,
-        }
+    /// Whether the digest image of a parameter set ending with `hybrid` drops its trailing
+    /// `None` byte: the hybrid's own when absent, else the calibration's when absent.
+    pub fn image_drops_trailing_none(hybrid: &Option<HybridParams>) -> bool {
+        hybrid.as_ref().is_none_or(|h| h.calibration.is_none())
     }
 }
 

@@ -105,13 +105,12 @@ pub(super) fn timestep(
     let events = sink.events.as_mut().map(|j| {
         let labels: Vec<&str> = ts.docs.iter().map(|d| d.label.as_str()).collect();
         let topics = if ts.bootstrap { None } else { events };
-        let step = j.step(
+        j.step(
             topics.as_deref().unwrap_or(&[]),
             &labels,
             &b.texts,
             if ts.bootstrap { &[] } else { &ts.new_labels },
-        );
-        step
+        )
     });
     let n_kept = kept.idx.len();
     Ok(TimestepResult {
