@@ -32,6 +32,7 @@ fn verdict(t: u64, i: u64, per: u64) -> VerdictRecord {
             .map(|j| (format!("term{}", (h + j) % 5000), 0.1))
             .collect(),
         hybrid: None,
+        topic: None,
     }
 }
 

@@ -488,6 +488,9 @@ pub struct TopicArgs {
     pub since: Option<String>,
     #[arg(long)]
     pub until: Option<String>,
+    /// Only the days of this event, each with every one of its documents.
+    #[arg(long)]
+    pub event: Option<u64>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: TopicFormat,
     #[command(flatten)]

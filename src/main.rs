@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use novad::cli::{Cli, Command, StatusFormat, TopicFormat};
+use novad::cli::{Cli, Command, StatusFormat};
 use novad::daemon::{self, api, RunConfig};
 use novad::ingest::{Ingestor, Outcome};
 use novad::query::{self, VerdictFilter};
@@ -232,7 +232,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             let since = time_bound(&a.since, false)?;
             let until = time_bound(&a.until, true)?;
             let dir = &a.store.store;
-            let topics = match api::remote_topics(dir, since, until, &a.api.options())? {
+            let mut topics = match api::remote_topics(dir, since, until, &a.api.options())? {
                 Some(ts) => ts,
                 None => {
                     let store = open_existing(dir)?;
@@ -241,30 +241,10 @@ fn dispatch(cli: Cli) -> Result<()> {
                     })?
                 }
             };
-            match a.format {
-                TopicFormat::Jsonl => {
-                    for t in &topics {
-                        writeln!(out, "{}", serde_json::to_string(t)?)?;
-                    }
-                }
-                TopicFormat::Table => {
-                    for t in &topics {
-                        let terms: Vec<&str> = t.terms.iter().map(|x| x.0.as_str()).collect();
-                        writeln!(
-                            out,
-                            "step {:>4} topic {:>3} {:<8} {:>5} docs  strength {:.3}  score {:.3}  {}",
-                            t.timestep,
-                            t.id,
-                            query::kind_name(t.kind),
-                            t.size,
-                            t.strength,
-                            t.mean_score,
-                            terms.join(" ")
-                        )?;
-                    }
-                    writeln!(out, "{} topics", topics.len())?;
-                }
+            if let Some(e) = a.event {
+                topics.retain(|t| t.event == Some(e));
             }
+            query::write_topics(&mut out, &topics, a.format, a.event.is_some())?;
         }
         Command::Status(a) => {
             let dir = &a.store.store;

@@ -280,6 +280,7 @@ pub fn verdict_json(v: &VerdictRecord) -> serde_json::Value {
                 "cosine": n.cosine,
             })),
         })),
+        "topic": v.topic.map(|t| serde_json::json!({"id": t.id, "event": t.event})),
     })
 }
 
@@ -291,7 +292,7 @@ fn nearest_cell(v: &VerdictRecord) -> String {
         None => "-".into(),
         Some(h) => match &h.nearest {
             Some(n) => {
-                let id: String = n.doc_id.chars().take(24).collect();
+                let id: String = shown(&n.doc_id).chars().take(24).collect();
                 format!("{:.3} {id} ({:.2})", h.model_score, n.cosine)
             }
             None => format!("{:.3} none", h.model_score),
@@ -299,12 +300,38 @@ fn nearest_cell(v: &VerdictRecord) -> String {
     }
 }
 
+/// A CSV cell: quoted when it holds a separator, quote or line break; and a cell that a
+/// spreadsheet would read as a formula (it begins with `=`, `+`, `-`, `@`, a tab or a carriage
+/// return, as OWASP's CSV-injection advice lists) gets a leading `'`, so it stays text.
 fn csv_field(s: &str) -> String {
+    let s = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{s}")
+    } else {
+        s.to_string()
+    };
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
-        s.to_string()
+        s
     }
+}
+
+/// Text from the data (ids, file names) as a terminal shows it: control characters (escape
+/// sequences, bells, line breaks) written as escapes (`\u{1b}`, `\n`), so an id can neither
+/// drive the terminal nor break a row.
+pub fn shown(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Print verdicts in the given format.
@@ -323,7 +350,7 @@ pub fn write_verdicts(
             writeln!(
                 out,
                 "doc_id,time,timestep,source,score,novel,bootstrap,empty,terms,\
-                 model_score,nn_score,nearest_id,nearest_cosine"
+                 model_score,nn_score,nearest_id,nearest_cosine,topic,event"
             )?;
             for v in vs {
                 let terms: Vec<&str> = v.terms.iter().map(|t| t.0.as_str()).collect();
@@ -340,9 +367,16 @@ pub fn write_verdicts(
                             .map_or(String::new(), |n| format!("{:.6}", n.cosine)),
                     ),
                 };
+                let (topic, event) = match v.topic {
+                    None => (String::new(), String::new()),
+                    Some(t) => (
+                        t.id.to_string(),
+                        t.event.map_or(String::new(), |e| e.to_string()),
+                    ),
+                };
                 writeln!(
                     out,
-                    "{},{},{},{},{:.6},{},{},{},{},{ms},{ns},{},{ncos}",
+                    "{},{},{},{},{:.6},{},{},{},{},{ms},{ns},{},{ncos},{topic},{event}",
                     csv_field(&v.doc_id),
                     fmt_time(v.time),
                     v.timestep,
@@ -383,7 +417,7 @@ pub fn write_verdicts(
                     "-"
                 };
                 let terms: Vec<&str> = v.terms.iter().take(5).map(|t| t.0.as_str()).collect();
-                let id: String = v.doc_id.chars().take(24).collect();
+                let id: String = shown(&v.doc_id).chars().take(24).collect();
                 let near = if hybrid {
                     format!("  |  {}", nearest_cell(v))
                 } else {
@@ -461,7 +495,7 @@ pub fn write_status(out: &mut dyn Write, s: &Status) -> std::io::Result<()> {
         )?;
         for r in &s.recent {
             let st = &r.stats;
-            let f: String = r.file.chars().take(28).collect();
+            let f: String = shown(&r.file).chars().take(28).collect();
             writeln!(
                 out,
                 "{:>5} {:<28} {:>6} {:>6} {:>8.3} {:>9.2} {:>9} {:>8.4} {:>7.3}",
@@ -480,11 +514,67 @@ pub fn write_status(out: &mut dyn Write, s: &Status) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Print topics: one JSON record per line, or a table row per topic (with `members`, each
+/// topic's documents below it, as `novad topics --event` lists an event's).
+pub fn write_topics(
+    out: &mut dyn Write,
+    topics: &[TopicRecord],
+    format: crate::cli::TopicFormat,
+    members: bool,
+) -> std::io::Result<()> {
+    match format {
+        crate::cli::TopicFormat::Jsonl => {
+            for t in topics {
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(t).map_err(std::io::Error::other)?
+                )?;
+            }
+        }
+        crate::cli::TopicFormat::Table => {
+            for t in topics {
+                let terms: Vec<&str> = t.terms.iter().map(|x| x.0.as_str()).collect();
+                let event = t.event.map_or("-".to_string(), |e| e.to_string());
+                writeln!(
+                    out,
+                    "step {:>4} topic {:>3} event {:>5} {:<10} {:>5} docs  strength {:.3}  score {:.3}  {}",
+                    t.timestep,
+                    t.id,
+                    event,
+                    kind_name(t.kind),
+                    t.size,
+                    t.strength,
+                    t.mean_score,
+                    terms.join(" ")
+                )?;
+                if members {
+                    match &t.members {
+                        Some(m) => {
+                            for d in m {
+                                writeln!(out, "    {}", shown(d))?;
+                            }
+                        }
+                        None => writeln!(
+                            out,
+                            "    (members not recorded: {})",
+                            shown(&t.docs.join(" "))
+                        )?,
+                    }
+                }
+            }
+            writeln!(out, "{} topics", topics.len())?;
+        }
+    }
+    Ok(())
+}
+
 /// Display name of a topic kind.
 pub fn kind_name(k: novad_models::TopicKind) -> &'static str {
     match k {
         novad_models::TopicKind::Emerging => "emerging",
         novad_models::TopicKind::Evolving => "evolving",
+        novad_models::TopicKind::Continuing => "continuing",
     }
 }
 
@@ -716,4 +806,67 @@ pub fn timestep_detail(
         topics.push(postcard::from_bytes(&v).map_err(|e| format!("corrupt topic: {e}"))?);
     }
     Ok((record, topics))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, source: &str) -> VerdictRecord {
+        VerdictRecord {
+            doc_id: id.into(),
+            time: 0,
+            timestep: 1,
+            seq: 0,
+            source: source.into(),
+            score: 0.9,
+            novel: true,
+            bootstrap: false,
+            empty: false,
+            at_ceiling: false,
+            terms: vec![("lava".into(), 0.5)],
+            hybrid: None,
+            topic: None,
+        }
+    }
+
+    fn written(vs: &[VerdictRecord], f: Format) -> String {
+        let mut out = Vec::new();
+        write_verdicts(&mut out, vs, f).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// A cell a spreadsheet would run as a formula is written as text; other cells as they
+    /// are.
+    #[test]
+    fn csv_cells_never_start_a_formula() {
+        for (id, cell) in [
+            ("=cmd|' /C calc'!A0", "'=cmd|' /C calc'!A0"),
+            ("+1+1", "'+1+1"),
+            ("-2", "'-2"),
+            ("@SUM(A1)", "'@SUM(A1)"),
+            ("=1,2", "\"'=1,2\""),
+            ("plain-id", "plain-id"),
+        ] {
+            let csv = written(&[record(id, "b.jsonl")], Format::Csv);
+            let row = csv.lines().nth(1).unwrap();
+            assert!(row.starts_with(&format!("{cell},")), "{id}: {row}");
+        }
+    }
+
+    /// Escape sequences, bells and line breaks in ids and file names are shown escaped: the
+    /// table keeps one line per verdict and no control character reaches the terminal.
+    #[test]
+    fn tables_show_control_characters_escaped() {
+        let evil = "\u{1b}]0;owned\u{7}x\ny\rz";
+        let table = written(&[record(evil, "b.jsonl")], Format::Table);
+        assert_eq!(table.lines().count(), 3, "{table:?}");
+        assert!(
+            !table.chars().any(|c| c.is_control() && c != '\n'),
+            "{table:?}"
+        );
+        assert!(table.contains("\\u{1b}]0;owned"), "{table:?}");
+        assert_eq!(shown("plain"), "plain");
+        assert_eq!(shown("a\tb"), "a\\tb");
+    }
 }

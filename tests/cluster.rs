@@ -67,6 +67,37 @@ fn batches(files: usize, docs: usize) -> Vec<(String, String)> {
         .collect()
 }
 
+/// `files` batches of `docs` posts where two groups are held back until the second half of
+/// the files, then fill 40 % of each batch: the bursts the event stage makes topics of (an
+/// interleaved stream has none).
+fn burst_batches(files: usize, docs: usize) -> Vec<(String, String)> {
+    const NEW: [&str; 2] = ["sci.space", "rec.sport.hockey"];
+    let all = posts();
+    type Posts<'a> = Vec<&'a (String, String)>;
+    let (mut new, mut old): (Posts, Posts) = all.iter().partition(|p| NEW.contains(&p.0.as_str()));
+    (0..files)
+        .map(|f| {
+            let burst = if 2 * f >= files { docs * 2 / 5 } else { 0 };
+            let mut texts: Vec<&str> = new.drain(..burst).map(|p| p.1.as_str()).collect();
+            texts.extend(old.drain(..docs - burst).map(|p| p.1.as_str()));
+            let day = format!("2026-06-{:02}", f + 1);
+            let body: String = texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let v = serde_json::json!({
+                        "id": format!("f{f}-{i}"),
+                        "time": format!("{day}T{:02}:{:02}:00Z", (i / 60) % 24, i % 60),
+                        "text": t,
+                    });
+                    format!("{v}\n")
+                })
+                .collect();
+            (format!("b{f:02}.jsonl"), body)
+        })
+        .collect()
+}
+
 /// Drop the files one by one, each after the previous one is processed or rejected (one
 /// timestep each, in order), then wait for the last.
 fn feed(d: &Dirs, files: &[(String, String)]) {
@@ -186,11 +217,11 @@ fn memory_share_held(log: &str, i: usize, peers: usize) {
 
 #[test]
 fn one_two_and_three_processes_commit_exactly_what_one_node_commits() {
-    let files = batches(4, 250);
+    let files = burst_batches(4, 250);
     let (digest1, verdicts1, topics1) = single_node(&files);
     assert_eq!(verdicts1.len(), 4 * 250);
     assert!(verdicts1.iter().any(|v| v.4), "some verdicts are novel");
-    // the topics are found by the last worker and sent to the leader
+    // the bursts are events, found by the leader after the shared step
     assert!(!topics1.is_empty(), "some topics are found");
     for (n, workers) in [(1, 1), (2, 1), (3, 1), (2, 2)] {
         let (dn, vn, tn) = cluster(n, workers, &files);

@@ -119,6 +119,30 @@ fn dashboard_shows_the_store_follows_ingest_and_logs_no_error() {
     let blocks = b.eval("document.querySelectorAll('#topic-stream rect.blk').length");
     assert_eq!(blocks.as_u64().unwrap() as usize, topics.len());
 
+    // events: one card per event, with its life and every member of every day
+    let mut events: Vec<u64> = topics.iter().filter_map(|t| t["event"].as_u64()).collect();
+    events.sort_unstable();
+    events.dedup();
+    assert!(!events.is_empty(), "the eruption is an event");
+    b.wait_for(
+        10,
+        "event cards",
+        &format!(
+            "document.querySelectorAll('#events .event').length === {}",
+            events.len()
+        ),
+    );
+    let shown = text(&mut b, "#events");
+    for e in &events {
+        assert!(shown.contains(&format!("event {e}")), "{shown}");
+    }
+    for t in topics.iter().filter(|t| !t["event"].is_null()) {
+        for m in t["members"].as_array().unwrap() {
+            let m = m.as_str().unwrap();
+            assert!(shown.contains(m), "member {m} not shown: {shown}");
+        }
+    }
+
     // the newest novel document heads the list, with its why-novel terms
     let newest: Value =
         api(&s, "/api/v1/verdicts?novel=true&order=desc&limit=1")["items"][0].clone();

@@ -104,10 +104,25 @@ fn a_store_of_the_previous_release_reads_as_the_same_model_and_log() {
     );
     assert_eq!(digest, novad_ok(&["digest", "--store", &new]));
     assert_one_layout(Path::new(&old));
+    // records from before format 10 do not know a verdict's topic nor a topic's members
+    let older = |out: String| -> Vec<serde_json::Value> {
+        out.lines()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let o = v.as_object_mut().unwrap();
+                o.remove("topic");
+                o.remove("members");
+                v
+            })
+            .collect()
+    };
     for query in ["verdicts", "topics"] {
         let a = novad_ok(&[query, "--store", &old, "--format", "jsonl"]);
         assert!(!a.trim().is_empty(), "the fixture has {query}");
-        assert_eq!(a, novad_ok(&[query, "--store", &new, "--format", "jsonl"]));
+        assert_eq!(
+            older(a),
+            older(novad_ok(&[query, "--store", &new, "--format", "jsonl"]))
+        );
     }
     // the migration summarized the old timesteps: its timeline equals the verdict scan's and
     // the new store's (records aside: they hold commit times and durations)

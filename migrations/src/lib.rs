@@ -20,6 +20,7 @@ mod m0005_one_layout_named_params;
 mod m0006_hybrid_explanations;
 mod m0007_timestep_summaries;
 mod m0008_calibrated_hybrid;
+mod m0009_event_topics;
 
 /// One version step.
 pub struct Migration {
@@ -70,5 +71,10 @@ pub const MIGRATIONS: &[Migration] = &[
         from: 8,
         name: "0008_calibrated_hybrid",
         apply: m0008_calibrated_hybrid::apply,
+    },
+    Migration {
+        from: 9,
+        name: "0009_event_topics",
+        apply: m0009_event_topics::apply,
     },
 ];

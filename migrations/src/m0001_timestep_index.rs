@@ -31,7 +31,8 @@ pub fn apply(db: &sled::Db) -> Result<(), String> {
         // a record of these formats lacks the last field (the hybrid explanation): its `None`
         let mut b = v.to_vec();
         b.push(0);
-        let v: VerdictRecord = postcard::from_bytes(&b).map_err(|e| format!("verdict: {e}"))?;
+        let v: VerdictRecord = crate::schema::decode_verdict(&b, 2)
+            .ok_or_else(|| "verdict: does not decode".to_string())?;
         let r = by_step.entry(v.timestep).or_insert_with(|| TimestepRecord {
             timestep: v.timestep,
             file: v.source.clone(),

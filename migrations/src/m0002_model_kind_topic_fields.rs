@@ -68,6 +68,8 @@ pub fn apply(db: &sled::Db) -> Result<(), String> {
                 0.0
             },
             profile: Vec::new(),
+            event: None,
+            members: None,
         };
         batch.insert(k, postcard::to_stdvec(&new).unwrap());
     }

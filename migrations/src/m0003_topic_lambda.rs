@@ -69,24 +69,26 @@ impl ParamsV3 {
             threshold: self.threshold,
             text: self.text,
             hybrid: None,
+            events: None,
         }
     }
 }
 
-/// Format-4 parameters are today's [`Params`] without its last field, `hybrid` (which came
-/// with JSON parameters): decode them with postcard's one-byte `None` appended.
+/// Format-4 parameters are today's [`Params`] without its last two fields, `hybrid` (which
+/// came with JSON parameters) and `events`: decode them with postcard's one-byte `None`
+/// appended for each.
 fn decode_v4(bytes: &[u8]) -> Option<Params> {
     let mut b = bytes.to_vec();
-    b.push(0);
+    b.extend([0, 0]);
     exact(&b)
 }
 
-/// [`Params`] (without a hybrid detector) in the format-4 encoding.
+/// [`Params`] (without a hybrid detector or events) in the format-4 encoding.
 fn encode_v4(p: &Params) -> Result<Vec<u8>, String> {
-    if p.hybrid.is_some() {
-        return Err("format-4 parameters have no hybrid detector".into());
+    if p.hybrid.is_some() || p.events.is_some() {
+        return Err("format-4 parameters have no hybrid detector and no events".into());
     }
-    Ok(novad_models::model::params_image(p, &None))
+    Ok(novad_models::model::params_image(p, &[true, true]))
 }
 
 /// Decode `bytes` as exactly one `T` (no trailing bytes).
@@ -158,6 +160,8 @@ mod tests {
         // format-4 stores predate the hybrid detector
         let mut want = Params {
             hybrid: None,
+            events: None,
+            topics: Some(TopicParams::default()),
             ..Default::default()
         };
         want.coding.lambda = 0.25;

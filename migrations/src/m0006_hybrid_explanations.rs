@@ -13,7 +13,7 @@
 
 use serde::Deserialize;
 
-use crate::schema::{VerdictRecord, VERDICTS};
+use crate::schema::VERDICTS;
 
 /// Records rewritten per sled batch.
 const BATCH: usize = 10_000;
@@ -50,7 +50,8 @@ pub fn apply(db: &sled::Db) -> Result<(), String> {
     let mut pending = 0;
     for kv in verdicts.iter() {
         let (k, v) = kv.map_err(e)?;
-        if exact::<VerdictRecord>(&v).is_some() {
+        // format 7 or later already
+        if crate::schema::decode_verdict(&v, 1).is_some() {
             continue;
         }
         if exact::<VerdictRecordV6>(&v).is_none() {
@@ -77,7 +78,7 @@ pub fn apply(db: &sled::Db) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{verdict_key, HybridRecord, NearestRecord};
+    use crate::schema::{verdict_key, HybridRecord, NearestRecord, VerdictRecord};
     use serde::Serialize;
 
     #[derive(Serialize)]
@@ -145,6 +146,7 @@ mod tests {
                     cosine: 0.3,
                 }),
             }),
+            topic: None,
         };
         let kept_key = verdict_key(-5, 0, 0);
         t.insert(kept_key, postcard::to_stdvec(&kept).unwrap())
@@ -153,7 +155,7 @@ mod tests {
         let mut seen = 0;
         for kv in t.iter() {
             let (k, v) = kv.unwrap();
-            let r: VerdictRecord = exact(&v).expect("format 7 exactly");
+            let r: VerdictRecord = crate::schema::decode_verdict(&v, 1).expect("format 7 exactly");
             if k.as_ref() == kept_key.as_slice() {
                 assert_eq!(r, kept);
                 continue;

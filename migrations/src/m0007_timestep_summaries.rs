@@ -66,8 +66,9 @@ fn summarize(db: &sled::Db, window: &[(u64, u64)]) -> Result<(), String> {
     let (lo, hi) = (window[0].0, window[window.len() - 1].0);
     for kv in db.open_tree(VERDICTS).map_err(e)?.iter() {
         let (k, v) = kv.map_err(e)?;
-        let r: VerdictRecord = postcard::from_bytes(&v)
-            .map_err(|err| format!("verdict record {} does not decode: {err}", hex(&k)))?;
+        // format 7–9 records lack the `topic` that came with format 10
+        let r: VerdictRecord = crate::schema::decode_verdict(&v, 1)
+            .ok_or_else(|| format!("verdict record {} does not decode", hex(&k)))?;
         if (lo..=hi).contains(&r.timestep) {
             if let Some(b) = acc.get_mut(&r.timestep) {
                 b.add(&r);
@@ -149,6 +150,7 @@ mod tests {
                     at_ceiling: false,
                     terms: vec![],
                     hybrid: None,
+                    topic: None,
                 };
                 vt.insert(
                     verdict_key(v.time, v.timestep, v.seq),

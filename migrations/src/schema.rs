@@ -18,7 +18,7 @@ pub use crate::summary::{ScoreQuantiles, StepSummary, SummaryBuilder};
 
 /// Current store format version. Bumped by every layout change, with a migration in
 /// this crate.
-pub const FORMAT_VERSION: u32 = 9;
+pub const FORMAT_VERSION: u32 = 10;
 
 pub const META: &str = "meta";
 pub const VOCAB: &str = "vocab";
@@ -102,8 +102,33 @@ pub struct VerdictRecord {
     pub terms: Vec<(String, f32)>,
     /// The hybrid detector's explanation (`score` is then the fused score); `None` for a
     /// store that runs the model's own score and for records from before format 7. Keep it
-    /// the last field: format-6 records decode by appending its `None` byte.
+    /// the last field but one: format-6 records gained its `None` byte.
     pub hybrid: Option<HybridRecord>,
+    /// The topic of its timestep it belongs to, if any (format ≥ 10; older records have
+    /// None). Keep it last: format-9 records gained its `None` byte.
+    pub topic: Option<TopicLink>,
+}
+
+/// Decode a stored verdict record exactly (no trailing bytes), in the current layout or one at
+/// most `older` steps back: each step lacks one more of the trailing `Option` fields added
+/// since (`topic`, format 10; `hybrid`, format 7), which decode as None.
+pub fn decode_verdict(bytes: &[u8], older: usize) -> Option<VerdictRecord> {
+    let mut b = bytes.to_vec();
+    for _ in 0..=older.min(2) {
+        if let Ok((v, [])) = postcard::take_from_bytes::<VerdictRecord>(&b) {
+            return Some(v);
+        }
+        b.push(0);
+    }
+    None
+}
+
+/// A verdict's topic: the topic's id in its timestep (its [`topic_key`]) and, when the topic
+/// is a day of an event, the event's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicLink {
+    pub id: u32,
+    pub event: Option<u64>,
 }
 
 /// How the hybrid detector scored a document.
@@ -193,6 +218,13 @@ pub struct TopicRecord {
     pub strength: f64,
     /// See [`novad_models::Topic::profile`].
     pub profile: Vec<f32>,
+    /// The event this topic is a day of (format ≥ 10; None for other topic stages and older
+    /// records).
+    pub event: Option<u64>,
+    /// Every member's doc id, in batch order (format ≥ 10; None for older records, which
+    /// kept only `docs`). Keep `event` and `members` last: format-9 records gained their two
+    /// `None` bytes.
+    pub members: Option<Vec<String>>,
 }
 
 /// Topic key: timestep then topic id (big-endian).

@@ -121,6 +121,7 @@ mod tests {
             at_ceiling: false,
             terms: vec![],
             hybrid: None,
+            topic: None,
         }
     }
 

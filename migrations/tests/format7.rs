@@ -29,7 +29,7 @@ fn format_7_to_8_summarizes_every_timestep_from_its_verdicts_and_is_idempotent()
     // the oracle: each timestep's verdicts, gathered by a full read of the verdict tree
     let verdicts: Vec<VerdictRecord> = once[VERDICTS]
         .iter()
-        .map(|(_, v)| postcard::from_bytes(v).unwrap())
+        .map(|(_, v)| novad_migrations::schema::decode_verdict(v, 1).unwrap())
         .collect();
     let steps: Vec<TimestepRecord> = once[TIMESTEPS]
         .iter()

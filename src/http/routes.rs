@@ -383,13 +383,27 @@ async fn topics(
     State(st): State<Arc<AppState>>,
     q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Reply {
-    let p = Params::new(q, &["since", "until", "kind"])?;
+    let p = Params::new(q, &["since", "until", "kind", "event"])?;
+    let event = match p.get("event") {
+        None => None,
+        Some(e) => Some(
+            e.parse::<u64>()
+                .map_err(|_| Params::bad("event", e, "expected an event id (an integer ≥ 0)"))?,
+        ),
+    };
     let (since, until) = (p.time("since", false)?, p.time("until", true)?);
     let kind = match p.get("kind") {
         None => None,
         Some("emerging") => Some(TopicKind::Emerging),
         Some("evolving") => Some(TopicKind::Evolving),
-        Some(k) => return Err(Params::bad("kind", k, "expected emerging or evolving")),
+        Some("continuing") => Some(TopicKind::Continuing),
+        Some(k) => {
+            return Err(Params::bad(
+                "kind",
+                k,
+                "expected emerging, evolving or continuing",
+            ))
+        }
     };
     let ts = read(&st, move |st| {
         crate::store::topics::query(&st.db, since, until)
@@ -398,6 +412,7 @@ async fn topics(
     let items: Vec<Value> = ts
         .iter()
         .filter(|t| kind.is_none_or(|k| t.kind == k))
+        .filter(|t| event.is_none_or(|e| t.event == Some(e)))
         .map(|t| {
             let mut j = to_json(t);
             j["time_utc"] = json!(query::fmt_time(t.time));

@@ -18,7 +18,7 @@ use std::time::Instant;
 use thiserror::Error;
 
 use crate::batch::{parse_batch, BatchDoc, BatchError};
-use crate::store::schema::{topic_key, TopicRecord};
+use crate::store::schema::{topic_key, TopicLink, TopicRecord};
 use crate::store::schema::{FileRange, HybridRecord, NearestRecord, VerdictRecord};
 use crate::store::{CommitStats, Store, StoreError};
 use novad_models::memory::HybridVerdict;
@@ -428,12 +428,25 @@ fn step_records(
     now_ms: i64,
     store: &Store,
 ) -> (Vec<VerdictRecord>, Vec<KeyValue>) {
+    // each document's topic (a document is in at most one)
+    let mut link: Vec<Option<TopicLink>> = vec![None; docs.len()];
+    for (id, t) in out.topics.iter().enumerate() {
+        for &j in &t.members {
+            if let Some(l) = link.get_mut(j) {
+                l.get_or_insert(TopicLink {
+                    id: id as u32,
+                    event: t.event,
+                });
+            }
+        }
+    }
     let verdicts: Vec<VerdictRecord> = docs
         .iter()
         .zip(&out.verdicts)
         .enumerate()
         .map(|(i, ((id, time), v))| VerdictRecord {
             hybrid: out.hybrid.get(i).map(|h| hybrid_record(h, store)),
+            topic: link[i],
             doc_id: id.clone(),
             time: *time,
             timestep,
@@ -475,6 +488,8 @@ fn step_records(
                 kind: t.kind,
                 strength: t.strength,
                 profile: t.profile.clone(),
+                event: t.event,
+                members: Some(t.members.iter().map(|&j| docs[j].0.clone()).collect()),
             };
             (
                 topic_key(timestep, id as u32),

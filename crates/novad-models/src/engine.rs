@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use thiserror::Error;
 
 use crate::dnmf::{DnmfModel, DnmfParams};
+use crate::events::{EventBatch, EventParams, Events};
 use crate::l1::replicate::{Local, Query, Replication};
 use crate::l1::{Model, Params};
 use crate::memory::{
@@ -111,9 +112,10 @@ impl ModelParams {
     pub fn from_postcard(kind: ModelKind, bytes: &[u8]) -> Result<ModelParams, ParamsFormatError> {
         Ok(match kind {
             ModelKind::L1 => {
-                // those stores predate the hybrid detector, the last field: decode its None
+                // those stores predate the hybrid detector and the events, the last fields:
+                // decode their Nones
                 let mut with_none = bytes.to_vec();
-                with_none.push(0);
+                with_none.extend([0, 0]);
                 ModelParams::L1(postcard::from_bytes(&with_none)?)
             }
             ModelKind::Dnmf => ModelParams::Dnmf(postcard::from_bytes(bytes)?),
@@ -150,6 +152,8 @@ impl From<Params> for ModelParams {
 pub struct Engine {
     model: Inner,
     hybrid: Option<Box<Hybrid>>,
+    /// The event tracker, when the parameters ask for events ([`crate::events`]).
+    events: Option<Box<Events>>,
     /// The memory parts the step that made this engine changed (see [`Engine::state_write`]).
     delta: Option<PartsDelta>,
     /// The hybrid detector moved to a successor ([`Engine::step_at_moving`]).
@@ -189,6 +193,14 @@ impl ModelParams {
 }
 
 impl ModelParams {
+    /// The event stage's parameters, if this parameter set asks for events (ℓ1).
+    pub fn events(&self) -> Option<&EventParams> {
+        match self {
+            ModelParams::L1(p) => p.events.as_ref(),
+            ModelParams::Ostc(_) | ModelParams::Dnmf(_) => None,
+        }
+    }
+
     /// The slot of the hybrid detector's parameters, for the kinds that can run it (ℓ1 and
     /// OSTC); `None` for dnmf.
     pub fn hybrid_mut(&mut self) -> Option<&mut Option<HybridParams>> {
@@ -371,6 +383,31 @@ impl Judge for HybridJudge<'_> {
     }
 }
 
+/// The event stage of a step: `ev` (the tracker before it) stepped on the batch as `model`
+/// (after the step) and `out` see it, `out`'s topics replaced by the step's events. Nothing
+/// groups on a bootstrap batch. Returns the tracker after the step.
+fn step_events(ev: &Events, model: &Inner, out: &mut StepOutput) -> Events {
+    let t0 = Instant::now();
+    let vocab = match model {
+        Inner::L1(m) => m.vocab(),
+        Inner::Dnmf(m) => m.vocab(),
+        Inner::Ostc(m) => m.vocab(),
+    };
+    let scores: Vec<f64> = out.verdicts.iter().map(|v| v.score).collect();
+    let novel: Vec<bool> = out.verdicts.iter().map(|v| v.novel).collect();
+    let (next, topics) = ev.step(&EventBatch {
+        timestep: out.stats.timestep,
+        vectors: &out.vectors,
+        vocab,
+        novel: &novel,
+        scores: &scores,
+    });
+    out.topics = topics;
+    out.stats.topics = out.topics.len();
+    out.stats.seconds_topics += t0.elapsed().as_secs_f64();
+    next
+}
+
 /// Apply a hybrid step to `h` (the state it was planned on) and put its verdicts into `out`
 /// (fused scores, explanations); returns the parts it changed.
 fn fold_hybrid(h: &mut Hybrid, step: HybridStep, out: &mut StepOutput) -> PartsDelta {
@@ -398,6 +435,10 @@ impl Engine {
             })?)),
             None => None,
         };
+        let events = match params.events() {
+            Some(e) => Some(Box::new(Events::new(e.clone())?)),
+            None => None,
+        };
         let model = match params {
             ModelParams::L1(p) => Inner::L1(Box::new(Model::new(p)?)),
             ModelParams::Dnmf(p) => Inner::Dnmf(Box::new(DnmfModel::new(p)?)),
@@ -406,6 +447,7 @@ impl Engine {
         Ok(Engine {
             model,
             hybrid,
+            events,
             delta: None,
             spent: false,
         })
@@ -452,7 +494,13 @@ impl Engine {
         times: &[i64],
     ) -> Result<(Engine, StepOutput), EngineError> {
         let (model, out, step) = self.step_model(texts, times, &mut Local)?;
-        Ok(Engine::finish(model, out, step, self.hybrid.clone()))
+        Ok(Engine::finish(
+            model,
+            out,
+            step,
+            self.hybrid.clone(),
+            self.events.as_deref(),
+        ))
     }
 
     /// [`Self::step_at`] that moves the hybrid detector into the new engine and updates its
@@ -483,16 +531,24 @@ impl Engine {
         let (model, out, step) = self.step_model(texts, times, rep)?;
         let hybrid = self.hybrid.take();
         self.spent = hybrid.is_some();
-        Ok(Engine::finish(model, out, step, hybrid))
+        Ok(Engine::finish(
+            model,
+            out,
+            step,
+            hybrid,
+            self.events.as_deref(),
+        ))
     }
 
     /// The engine after a step: `hybrid` (the detector as it was before the step, owned)
-    /// with the step's plan applied, the delta of its parts recorded, and the verdicts fused.
+    /// with the step's plan applied, the delta of its parts recorded, and the verdicts fused;
+    /// then the step's topics are `events`' (the tracker before the step), when it runs.
     fn finish(
         model: Inner,
         mut out: StepOutput,
         step: Option<(HybridStep, f64)>,
         hybrid: Option<Box<Hybrid>>,
+        events: Option<&Events>,
     ) -> (Engine, StepOutput) {
         let (hybrid, delta) = match (hybrid, step) {
             (Some(mut h), Some((step, judged))) => {
@@ -503,9 +559,11 @@ impl Engine {
             }
             _ => (None, None),
         };
+        let events = events.map(|ev| Box::new(step_events(ev, &model, &mut out)));
         let engine = Engine {
             model,
             hybrid,
+            events,
             delta,
             spent: false,
         };
@@ -608,13 +666,27 @@ impl Engine {
     }
 
     /// The whole state as named parts ([`PartsModel::state_parts`]): the model's, then the
-    /// hybrid detector's (`hybrid/…`, `memory/…`).
+    /// hybrid detector's (`hybrid/…`, `memory/…`), then the event tracker's (`events/…`).
     pub fn state_parts(&self) -> Vec<(String, Vec<u8>)> {
         let mut out = self.model_parts();
         if let Some(h) = &self.hybrid {
             out.extend(h.state_parts());
         }
+        out.extend(self.event_parts());
         out
+    }
+
+    /// The event tracker's parts (none without one).
+    fn event_parts(&self) -> Vec<(String, Vec<u8>)> {
+        self.events
+            .as_ref()
+            .map(|e| e.state_parts())
+            .unwrap_or_default()
+    }
+
+    /// The event tracker, when the store runs one.
+    pub fn events(&self) -> Option<&Events> {
+        self.events.as_deref()
     }
 
     /// The state as a store writes it after a step: everything except the memory's documents
@@ -625,6 +697,7 @@ impl Engine {
             (Some(h), Some(d)) => {
                 let mut full = self.model_parts();
                 full.extend(h.state_parts_except_docs());
+                full.extend(self.event_parts());
                 let incremental = PartsDelta {
                     put: d
                         .put
@@ -670,6 +743,10 @@ impl Engine {
             }
             None => None,
         };
+        let events = match params.events() {
+            Some(e) => Some(Box::new(Events::from_state_parts(e.clone(), parts)?)),
+            None => None,
+        };
         let model = match params {
             ModelParams::L1(p) => Inner::L1(Box::new(Model::from_state_parts(p, parts)?)),
             ModelParams::Dnmf(p) => Inner::Dnmf(Box::new(DnmfModel::from_state_parts(p, parts)?)),
@@ -678,6 +755,7 @@ impl Engine {
         Ok(Engine {
             model,
             hybrid,
+            events,
             delta: None,
             spent: false,
         })
@@ -696,12 +774,26 @@ impl Engine {
             }
             Inner::Ostc(m) => {
                 let p = m.params();
-                parts_digest_bytes(m.as_ref(), params_image(p, &p.hybrid))
+                parts_digest_bytes(
+                    m.as_ref(),
+                    params_image(p, &[HybridParams::image_drops_trailing_none(&p.hybrid)]),
+                )
             }
         };
-        if let Some(h) = &self.hybrid {
-            out.extend(b"hybrid");
-            for (name, bytes) in h.state_parts() {
+        let sections = [
+            (
+                &b"hybrid"[..],
+                self.hybrid.as_ref().map(|h| h.state_parts()),
+            ),
+            (
+                &b"events"[..],
+                self.events.as_ref().map(|e| e.state_parts()),
+            ),
+        ];
+        for (tag, parts) in sections {
+            let Some(parts) = parts else { continue };
+            out.extend(tag);
+            for (name, bytes) in parts {
                 out.extend((name.len() as u64).to_le_bytes());
                 out.extend(name.as_bytes());
                 out.extend((bytes.len() as u64).to_le_bytes());

@@ -9,6 +9,8 @@
 //! - [`threshold`]: rules turning scores into novel / not-novel verdicts.
 //! - [`linalg`], [`metrics`]: dense helpers; AUC and ROC.
 //! - [`l1`]: online ℓ1 dictionary learning (NIPS 2012) with DICTCLUST topics (CIKM 2011).
+//! - [`events`]: emerging topics as events (communities of novel documents, followed over
+//!   timesteps).
 //! - [`dnmf`]: dynamic NMF with temporal regularisation (WSDM 2012).
 //! - [`ostc`]: online sparse topical coding (WWW 2013).
 //!
@@ -18,6 +20,7 @@
 
 pub mod dnmf;
 pub mod engine;
+pub mod events;
 pub mod l1;
 pub mod linalg;
 pub mod memory;

@@ -290,15 +290,18 @@ pub struct Topic {
     pub representatives: Vec<usize>,
     /// Mean novelty score of its documents.
     pub mean_score: f64,
-    /// Emerging (new this timestep) or evolving (tracked from earlier timesteps). DICTCLUST
-    /// topics are always emerging.
+    /// Emerging (new this timestep), evolving (tracked from earlier timesteps, DNMF) or
+    /// continuing (a later day of an event). DICTCLUST topics are always emerging.
     pub kind: TopicKind,
     /// Model-defined topic strength (share of the batch's weight it carries, in [0, 1]);
     /// DICTCLUST: member share of the batch.
     pub strength: f64,
     /// Temporal profile (strength per timestep of the model's window, oldest first); empty
-    /// when the model keeps none.
+    /// when the model keeps none. An event's: its members per timestep of its life.
     pub profile: Vec<f32>,
+    /// The event this topic is a day of ([`crate::events`]); None for the other topic
+    /// stages (DICTCLUST, OSTC, DNMF).
+    pub event: Option<u64>,
 }
 
 /// Whether a topic is new or carried over from earlier timesteps.
@@ -307,6 +310,8 @@ pub struct Topic {
 pub enum TopicKind {
     Emerging,
     Evolving,
+    /// A later day of an event ([`crate::events`]).
+    Continuing,
 }
 
 /// Tokenizer and vocabulary settings.
@@ -501,14 +506,15 @@ pub(crate) fn decode_part<T: DeserializeOwned>(
 }
 
 /// The postcard image of a parameter set for digests. The ℓ1 and OSTC parameter sets end with
-/// the optional hybrid detector, which ends with its optional calibration; the trailing `None`
-/// tag of whichever is absent is dropped
-/// ([`HybridParams::image_drops_trailing_none`](crate::memory::HybridParams::image_drops_trailing_none)),
-/// which is the image the set had before that field existed, so the digest of a store that
-/// predates the detector, or its calibration, does not change.
-pub fn params_image<P: Serialize>(p: &P, hybrid: &Option<crate::memory::HybridParams>) -> Vec<u8> {
+/// optional fields added after stores existed (the hybrid detector, which ends with its optional
+/// calibration; the ℓ1 set's events after it). `drops` says, from the last field backwards,
+/// whether that field's trailing `None` tag is dropped; dropping stops at the first `false`.
+/// What remains is the image the set had before those fields existed, so the digest of a store
+/// that predates them does not change. See
+/// [`HybridParams::image_drops_trailing_none`](crate::memory::HybridParams::image_drops_trailing_none).
+pub fn params_image<P: Serialize>(p: &P, drops: &[bool]) -> Vec<u8> {
     let mut b = postcard::to_stdvec(p).expect("params serialize");
-    if crate::memory::HybridParams::image_drops_trailing_none(hybrid) {
+    for _ in drops.iter().take_while(|&&d| d) {
         debug_assert_eq!(b.last(), Some(&0), "a trailing None");
         b.pop();
     }

@@ -34,6 +34,11 @@ fn parameters_written_before_a_field_existed_load_with_its_default() {
         back.as_object_mut().unwrap().remove("hybrid"),
         Some(serde_json::Value::Null)
     );
+    // and events: it keeps DICTCLUST
+    assert_eq!(
+        back.as_object_mut().unwrap().remove("events"),
+        Some(serde_json::Value::Null)
+    );
     assert_eq!(back, old);
 }
 

@@ -64,6 +64,9 @@ fn bootstrapped() -> (Model, Vec<String>) {
     let mut r = rng(11);
     let mut p = Params::novad_default();
     p.k = 12;
+    // the finder's topics are DICTCLUST's (events are the engine's, after the step)
+    p.events = None;
+    p.topics = Some(novad_models::l1::dictclust::TopicParams::default());
     let model = Model::new(p).unwrap();
     let (model, _) = model
         .step(&planted(&mut r, &[0, 1, 2, 3, 4, 5], 120))

@@ -128,6 +128,7 @@ mod tests {
             at_ceiling: false,
             terms: vec![("error".into(), 0.5)],
             hybrid: None,
+            topic: None,
         };
         let data = serde_json::to_string(&v).unwrap();
         assert!(Trailer::parse(&data).is_none(), "{data}");

@@ -165,19 +165,59 @@
     for (const t of newest) {
       const maxw = Math.max(...t.terms.map((x) => x[1]), 1e-9);
       const kw = h("div", { cls: "kw" }, ...t.terms.slice(0, 10).map((x) => h("span", { cls: "chip" + (x[1] >= 0.5 * maxw ? " strong" : ""), text: x[0] })));
+      const what = t.event == null ? ` · ${t.kind}` : ` · event ${t.event} · ${t.kind}`;
       const card = h("div", { cls: "topic " + t.kind, id: `topic-${t.timestep}-${t.id}` },
-        h("div", { cls: "topic-head" }, h("span", {}, h("b", { text: `step ${t.timestep} · topic ${t.id}` }), ` · ${t.kind}`),
+        h("div", { cls: "topic-head" }, h("span", {}, h("b", { text: `step ${t.timestep} · topic ${t.id}` }), what),
           h("span", { text: `${t.size} docs · strength ${C.fmt(t.strength, 2)} · score ${C.fmt(t.mean_score, 2)}` })),
         kw);
       if (t.docs.length) {
         card.appendChild(h("div", { cls: "reps" }, "representative: ", ...t.docs.map((d) => h("a", { href: "#q=" + encodeURIComponent(d), text: d }))));
       }
+      if (t.members && t.members.length) card.appendChild(memberList(t.members, `all ${t.members.length} documents`));
       C.sparkline(card, t.profile);
       box.appendChild(card);
     }
     const more = $("topics-more");
     more.hidden = sorted.length <= CARDS;
     more.textContent = view.allTopics ? `Show the newest ${CARDS}` : `Show all ${sorted.length} topics`;
+  }
+
+  // every member of a topic, folded: links that search the verdicts for the document
+  function memberList(ids, label) {
+    return h("details", { cls: "members" }, h("summary", { text: label }),
+      h("div", { cls: "reps" }, ...ids.map((d) => h("a", { href: "#q=" + encodeURIComponent(d), text: d }))));
+  }
+
+  // topics grouped by their event: one card per event with its life (documents per day) and
+  // every document of every day, newest event first
+  function renderEvents(items) {
+    const box = $("events");
+    box.textContent = "";
+    const by = new Map();
+    for (const t of items) {
+      if (t.event == null) continue;
+      if (!by.has(t.event)) by.set(t.event, []);
+      by.get(t.event).push(t);
+    }
+    const events = [...by.entries()].sort((a, b) => b[0] - a[0]);
+    $("events-card").hidden = events.length === 0;
+    $("events-sub").textContent = events.length ? `${events.length} events in this range` : "";
+    for (const [id, days] of events) {
+      days.sort((a, b) => a.timestep - b.timestep);
+      const last = days[days.length - 1];
+      const docs = days.reduce((n, t) => n + t.size, 0);
+      const card = h("div", { cls: "topic event " + days[0].kind, id: `event-${id}` },
+        h("div", { cls: "topic-head" }, h("span", {}, h("b", { text: `event ${id}` }), ` · first seen at step ${days[0].timestep}`),
+          h("span", { text: `${days.length} ${days.length === 1 ? "day" : "days"} · ${docs} docs` })),
+        termChips(last.terms, 10));
+      const life = h("div", { cls: "life" }, ...days.map((t) => h("span", { cls: "chip", text: `step ${t.timestep}: ${t.size}` })));
+      card.appendChild(life);
+      C.sparkline(card, days.map((t) => t.size));
+      for (const t of days) {
+        if (t.members && t.members.length) card.appendChild(memberList(t.members, `step ${t.timestep} · ${t.kind} · ${t.members.length} documents`));
+      }
+      box.appendChild(card);
+    }
   }
 
   async function loadTopics() {
@@ -192,6 +232,7 @@
       if (el) { el.classList.add("sel"); el.scrollIntoView({ block: "nearest", behavior: "smooth" }); }
     });
     renderTopics(items);
+    renderEvents(items);
   }
 
   function termChips(terms, n) {

@@ -12,6 +12,13 @@
 //! Over the stream: event precision = events / emerging topics, event recall = found groups /
 //! new groups, topics per found group = events / found groups, keyword precision@5 averaged
 //! over the events.
+//!
+//! Topics of a later day of an event (kind `continuing`) are not emerging topics: they are
+//! counted apart, with the share of their members of the group that led the event when it
+//! emerged (the story it follows).
+//!
+//! Several topic stages can be judged on one stream (the default's events and DICTCLUST): the
+//! judge keeps one past and, per stage, which group each event emerged with.
 
 use std::collections::{HashMap, HashSet};
 
@@ -26,6 +33,10 @@ pub struct EventTopic {
     pub members: Vec<usize>,
     /// Its keywords, strongest first.
     pub terms: Vec<String>,
+    /// Its event's id, when the stage follows events.
+    pub event: Option<u64>,
+    /// A later day of an event (not an emerging topic).
+    pub continuing: bool,
 }
 
 /// The event measures of one timestep.
@@ -41,6 +52,11 @@ pub struct EventStep {
     /// (fewer when a topic has fewer keywords).
     pub keyword_hits: usize,
     pub keyword_slots: usize,
+    /// Topics continuing an earlier event, their members, and those of the group the event
+    /// emerged with.
+    pub continuing: usize,
+    pub followed: usize,
+    pub on_story: usize,
 }
 
 /// The event measures over the evaluated timesteps.
@@ -58,6 +74,11 @@ pub struct EventSummary {
     pub topics_per_event: Option<f64>,
     /// keyword hits / keyword slots.
     pub keyword_precision_at_5: Option<f64>,
+    /// Topics continuing an event, their members, and the share of those of the group the
+    /// event emerged with (None without continuing members).
+    pub continuing: usize,
+    pub followed: usize,
+    pub on_story: Option<f64>,
 }
 
 /// Distinctive terms to score keywords against: the document frequencies of everything seen.
@@ -65,6 +86,8 @@ pub struct EventJudge {
     tok: Tokenizer,
     df: HashMap<String, u64>,
     docs: u64,
+    /// Per (stage, event id): the group that led the event when it emerged.
+    origin: HashMap<(String, u64), String>,
 }
 
 /// How many distinctive terms a group has.
@@ -78,6 +101,7 @@ impl EventJudge {
             tok,
             df: HashMap::new(),
             docs: 0,
+            origin: HashMap::new(),
         }
     }
 
@@ -107,21 +131,33 @@ impl EventJudge {
         scored.into_iter().take(DISTINCTIVE).map(|p| p.1).collect()
     }
 
-    /// Judge one timestep's emerging `topics` against its documents' `labels` and texts
-    /// (`new` = the groups new at this timestep), then take the timestep's documents into the
-    /// past.
-    pub fn step(
+    /// Judge one timestep's topics of `stage` against its documents' `labels` and texts
+    /// (`new` = the groups new at this timestep). The past stays as it is ([`Self::advance`]).
+    pub fn judge(
         &mut self,
+        stage: &str,
         topics: &[EventTopic],
         labels: &[&str],
         texts: &[&str],
         new: &[String],
     ) -> EventStep {
+        let (later, topics): (Vec<&EventTopic>, Vec<&EventTopic>) =
+            topics.iter().partition(|t| t.continuing);
         let mut out = EventStep {
             topics: topics.len(),
             new_groups: new.len(),
+            continuing: later.len(),
             ..EventStep::default()
         };
+        for t in &later {
+            out.followed += t.members.len();
+            let origin = t
+                .event
+                .and_then(|id| self.origin.get(&(stage.to_string(), id)));
+            if let Some(g) = origin {
+                out.on_story += t.members.iter().filter(|&&m| labels[m] == g).count();
+            }
+        }
         let mut distinctive: HashMap<&str, HashSet<String>> = HashMap::new();
         for g in new {
             let own: Vec<&str> = (0..labels.len())
@@ -135,6 +171,9 @@ impl EventJudge {
             let Some(g) = majority(&t.members, labels) else {
                 continue;
             };
+            if let Some(id) = t.event {
+                self.origin.insert((stage.to_string(), id), g.to_string());
+            }
             let Some(words) = distinctive.get(g) else {
                 continue;
             };
@@ -145,12 +184,29 @@ impl EventJudge {
             out.keyword_hits += top.iter().filter(|w| words.contains(**w)).count();
         }
         out.found_groups = found.len();
+        out
+    }
+
+    /// Take a timestep's documents into the past.
+    pub fn advance(&mut self, texts: &[&str]) {
         for text in texts {
             for w in self.terms(text) {
                 *self.df.entry(w).or_default() += 1;
             }
             self.docs += 1;
         }
+    }
+
+    /// [`Self::judge`] of the single stage `""` then [`Self::advance`].
+    pub fn step(
+        &mut self,
+        topics: &[EventTopic],
+        labels: &[&str],
+        texts: &[&str],
+        new: &[String],
+    ) -> EventStep {
+        let out = self.judge("", topics, labels, texts, new);
+        self.advance(texts);
         out
     }
 }
@@ -170,7 +226,7 @@ fn majority<'a>(members: &[usize], labels: &[&'a str]) -> Option<&'a str> {
 /// Sum the steps into the stream's measures.
 pub fn summarise(steps: &[&EventStep]) -> EventSummary {
     let mut s = EventSummary::default();
-    let (mut hits, mut slots) = (0, 0);
+    let (mut hits, mut slots, mut on_story) = (0, 0, 0);
     for e in steps {
         s.topics += e.topics;
         s.events += e.events;
@@ -178,12 +234,16 @@ pub fn summarise(steps: &[&EventStep]) -> EventSummary {
         s.found_groups += e.found_groups;
         hits += e.keyword_hits;
         slots += e.keyword_slots;
+        s.continuing += e.continuing;
+        s.followed += e.followed;
+        on_story += e.on_story;
     }
     let ratio = |a: usize, b: usize| (b > 0).then(|| a as f64 / b as f64);
     s.event_precision = ratio(s.events, s.topics);
     s.event_recall = ratio(s.found_groups, s.new_groups);
     s.topics_per_event = ratio(s.events, s.found_groups);
     s.keyword_precision_at_5 = ratio(hits, slots);
+    s.on_story = ratio(on_story, s.followed);
     s
 }
 
@@ -230,6 +290,8 @@ mod tests {
         let t = |m: &[usize], w: &[&str]| EventTopic {
             members: m.to_vec(),
             terms: w.iter().map(|s| s.to_string()).collect(),
+            event: None,
+            continuing: false,
         };
         let topics = [
             // a clean space event, keywords 3 of 5 distinctive

@@ -26,6 +26,9 @@ pub struct HybridEvalParams {
     /// Re-weight every remembered document with the current IDF before each timestep (an
     /// experiment on IDF drift; the daemon stores each vector with the IDF of its time).
     pub reweight: bool,
+    /// Beside a model whose topics are events, run the same model with DICTCLUST topics
+    /// (the paper's stage) and judge both.
+    pub compare_dictclust: bool,
 }
 
 impl HybridEvalParams {
@@ -56,7 +59,11 @@ impl HybridEvalParams {
         hybrid
             .validate()
             .map_err(|e| EvalError::Args(e.to_string()))?;
-        Ok(HybridEvalParams { hybrid, reweight })
+        Ok(HybridEvalParams {
+            hybrid,
+            reweight,
+            compare_dictclust: args.compare_dictclust,
+        })
     }
 
     /// `model` with this hybrid detector switched on (what a store created with these
@@ -104,15 +111,43 @@ pub struct HybridOut {
     /// The parts, as the detector judged them: the model's own score and the memory's
     /// nearest-neighbour score (None for the re-weighting experiment).
     pub parts: Option<(Vec<f64>, Vec<f64>)>,
-    /// The step's emerging topics with their keywords (None for the re-weighting
+    /// The step's topics with their keywords, by topic stage (none for the re-weighting
     /// experiment, which finds none).
-    pub topics: Option<Vec<super::EventTopic>>,
+    pub topics: Vec<(String, Vec<super::EventTopic>)>,
+}
+
+/// The name of the topic stage a parameter set runs.
+pub fn topic_stage(p: &ModelParams) -> &'static str {
+    match p {
+        ModelParams::L1(p) if p.events.is_some() => "events",
+        ModelParams::L1(_) => "dictclust",
+        ModelParams::Ostc(_) => "ostc",
+        ModelParams::Dnmf(_) => "dnmf",
+    }
+}
+
+/// The step's topics as the event judge sees them (keywords spelled out in `vocab`).
+fn event_topics(out: &novad_models::StepOutput, vocab: &Vocabulary) -> Vec<super::EventTopic> {
+    out.topics
+        .iter()
+        .map(|t| super::EventTopic {
+            members: t.members.clone(),
+            terms: t
+                .terms
+                .iter()
+                .map(|&(id, _)| vocab.term(id).to_string())
+                .collect(),
+            event: t.event,
+            continuing: t.kind == novad_models::TopicKind::Continuing,
+        })
+        .collect()
 }
 
 /// A hybrid column's streaming state.
 pub enum HybridMethod {
-    /// The product path: the engine with the hybrid detector.
-    Product(Box<Engine>),
+    /// The product path: the engine with the hybrid detector, and the same engine with
+    /// DICTCLUST topics when they are compared.
+    Product(Box<Engine>, Option<Box<Engine>>),
     /// The IDF re-weighting experiment.
     Reweight(Box<ReweightRun>),
 }
@@ -124,15 +159,26 @@ impl HybridMethod {
         if p.reweight {
             return Ok(HybridMethod::Reweight(Box::new(ReweightRun::new(p)?)));
         }
-        Ok(HybridMethod::Product(Box::new(Engine::new(
-            p.product_params(model)?,
-        )?)))
+        let params = p.product_params(model)?;
+        let baseline = match &params {
+            ModelParams::L1(l1) if p.compare_dictclust && l1.events.is_some() => {
+                let mut b = l1.clone();
+                b.events = None;
+                b.topics = Some(novad_models::l1::dictclust::TopicParams::default());
+                Some(Box::new(Engine::new(ModelParams::L1(b))?))
+            }
+            _ => None,
+        };
+        Ok(HybridMethod::Product(
+            Box::new(Engine::new(params)?),
+            baseline,
+        ))
     }
 
     /// What the method says of timestep `input.t`, the state folded forward.
     pub fn step(&mut self, input: &HybridInput) -> Result<HybridOut, EvalError> {
         match self {
-            HybridMethod::Product(engine) => {
+            HybridMethod::Product(engine, baseline) => {
                 let times = vec![input.t as i64; input.texts.len()];
                 let (next, out) = engine.step_at(input.texts, &times)?;
                 if out.hybrid.len() != input.texts.len() {
@@ -143,21 +189,21 @@ impl HybridMethod {
                         input.texts.len()
                     )));
                 }
-                let topics = out
-                    .topics
-                    .iter()
-                    .map(|t| super::EventTopic {
-                        members: t.members.clone(),
-                        terms: t
-                            .terms
-                            .iter()
-                            .map(|&(id, _)| next.vocab().term(id).to_string())
-                            .collect(),
-                    })
-                    .collect();
+                let mut topics = vec![(
+                    topic_stage(&engine.params()).to_string(),
+                    event_topics(&out, next.vocab()),
+                )];
                 **engine = next;
+                if let Some(base) = baseline {
+                    let (b_next, b_out) = base.step_at(input.texts, &times)?;
+                    topics.push((
+                        topic_stage(&b_next.params()).to_string(),
+                        event_topics(&b_out, b_next.vocab()),
+                    ));
+                    **base = b_next;
+                }
                 Ok(HybridOut {
-                    topics: Some(topics),
+                    topics,
                     scores: out.verdicts.iter().map(|v| v.score).collect(),
                     novel: out.verdicts.iter().map(|v| v.novel).collect(),
                     parts: Some((
@@ -240,7 +286,7 @@ impl ReweightRun {
             scores: out.verdicts.iter().map(|v| v.score).collect(),
             novel: out.verdicts.iter().map(|v| v.novel).collect(),
             parts: None,
-            topics: None,
+            topics: Vec::new(),
         })
     }
 }

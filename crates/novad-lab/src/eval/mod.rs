@@ -294,6 +294,10 @@ pub struct EvalArgs {
     /// (experiment; cost grows with the memory).
     #[arg(long)]
     pub hybrid_reweight: bool,
+    /// The `hybrid` method, when its topics are events: also run it with DICTCLUST topics
+    /// (the paper's stage) and judge both as events, side by side.
+    #[arg(long)]
+    pub compare_dictclust: bool,
 
     /// Emerging topics (CIKM 2011): pairwise P/R/F1 of DICTCLUST, DICT-KM, NN-KM and NN-DICT
     /// over the novel documents, threshold swept to the best F1.

@@ -173,7 +173,7 @@ pub struct TimestepResult {
     pub topics: Option<TopicStep>,
     /// The daemon's own emerging topics as events (when the `hybrid` method runs; None at
     /// the bootstrap).
-    pub events: Option<super::EventStep>,
+    pub events: BTreeMap<String, super::EventStep>,
 }
 
 /// Averages over the evaluated timesteps.
@@ -186,7 +186,7 @@ pub struct Summary {
     pub pooled_auc: BTreeMap<String, f64>,
     /// The daemon's emerging topics as events over the evaluated timesteps (when the
     /// `hybrid` method runs).
-    pub events: Option<super::EventSummary>,
+    pub events: BTreeMap<String, super::EventSummary>,
     /// Per column whose method makes verdicts: their quality over every evaluated timestep,
     /// beside the best F1 any one fixed threshold on its scores reaches in hindsight.
     pub verdicts: BTreeMap<String, VerdictQuality>,

@@ -122,6 +122,7 @@ impl Fit {
                 },
                 strength,
                 profile,
+                event: None,
             });
         }
         report.sort_by(|a, b| {

@@ -181,7 +181,7 @@ impl Model {
     /// with the parameters' digest image ([`params_image`]; equal to the plain encoding when
     /// the hybrid detector is set).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = params_image(&self.params, &self.params.hybrid);
+        let mut out = params_image(&self.params, &self.params.image_drops());
         // postcard encodes a struct as its fields in order, like this tuple
         let rest = (
             &self.vocab,

@@ -251,6 +251,7 @@ pub fn dictclust(
             kind: TopicKind::Emerging,
             strength: mem.len() as f64 / scores.len().max(1) as f64,
             profile: Vec::new(),
+            event: None,
         });
     }
     topics.sort_by(|a, b| {

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::events::EventParams;
 use crate::l1::coding::CodingParams;
 use crate::l1::dictclust::TopicParams;
 use crate::l1::dictionary::{AtomInit, BootstrapParams, OiadmmParams, RefreshParams};
@@ -56,6 +57,12 @@ pub struct Params {
     /// detector is what it was before the field existed.
     #[serde(default)]
     pub hybrid: Option<HybridParams>,
+    /// Emerging topics as events ([`crate::events`]): when set, they are the store's topics
+    /// and DICTCLUST (`topics`) is not run. Stores created before it existed decode with None
+    /// and keep DICTCLUST. Keep it after `hybrid`, for the same reason: the digest image drops
+    /// its trailing `None` byte.
+    #[serde(default)]
+    pub events: Option<EventParams>,
 }
 
 impl Params {
@@ -76,6 +83,7 @@ impl Params {
             threshold: ThresholdRule::default_adaptive(),
             text: TextParams::default(),
             hybrid: None,
+            events: None,
         }
     }
 
@@ -92,6 +100,15 @@ impl Params {
         self
     }
 
+    /// Which trailing `None` tags the digest image drops ([`crate::model::params_image`]):
+    /// the events' when absent, then the hybrid detector's.
+    pub fn image_drops(&self) -> [bool; 2] {
+        [
+            self.events.is_none(),
+            HybridParams::image_drops_trailing_none(&self.hybrid),
+        ]
+    }
+
     /// The allowed number of atoms: exactly k, or the adaptive bounds.
     pub fn atom_bounds(&self) -> (usize, usize) {
         match &self.adapt {
@@ -104,6 +121,9 @@ impl Params {
     pub fn validate(&self) -> Result<(), ParamsError> {
         if let Some(h) = &self.hybrid {
             h.validate()?;
+        }
+        if let Some(e) = &self.events {
+            e.validate()?;
         }
         let c = &self.coding;
         check(
@@ -346,6 +366,12 @@ impl Params {
         // 20NG (seeds 0–4) its verdicts reach 0.93–0.98 of the best F1 any fixed threshold
         // reaches in hindsight; the 0.9-quantile only 0.51–0.70 (docs/RESULTS.md).
         p.threshold = ThresholdRule::hybrid_adaptive();
+        // Emerging topics as events instead of DICTCLUST: on 20NG (`novad-lab eval
+        // --compare-dictclust`, seeds 0–4) 66 of 69 emerging topics are events against 90 of
+        // 265, 59 of 70 new groups found against 49, keyword precision@5 0.83–0.94 against
+        // 0.16–0.39 (docs/RESULTS.md, "Emerging topics as events").
+        p.topics = None;
+        p.events = Some(EventParams::default());
         // Adaptive dictionary size stays off: on 20NG (`novad eval --methods l1-online`,
         // seeds 0/1/2) injecting topics (retire after 3, 150 ≤ k ≤ 300) moved ℓ1-online AUC
         // only from 0.7832 / 0.7932 / 0.7439 to 0.7840 / 0.7938 / 0.7472, while OIADMM took
@@ -379,6 +405,7 @@ mod tests {
         }
         let p = Params {
             hybrid: Some(HybridParams::quantiles()),
+            events: None,
             ..Params::default()
         };
         let h = p.hybrid.clone().unwrap();
@@ -386,6 +413,7 @@ mod tests {
             let mut q = p.clone();
             q.hybrid = None;
             let mut b = postcard::to_stdvec(&q).unwrap();
+            assert_eq!(b.pop(), Some(0), "the events' None");
             assert_eq!(b.pop(), Some(0), "the hybrid's None");
             b
         };
@@ -399,12 +427,12 @@ mod tests {
             })
             .unwrap(),
         );
-        assert_eq!(crate::model::params_image(&p, &p.hybrid), want);
+        assert_eq!(crate::model::params_image(&p, &p.image_drops()), want);
         // calibrated: the whole encoding
         let d = Params::default();
         assert!(d.hybrid.as_ref().unwrap().calibration.is_some());
         assert_eq!(
-            crate::model::params_image(&d, &d.hybrid),
+            crate::model::params_image(&d, &d.image_drops()),
             postcard::to_stdvec(&d).unwrap()
         );
     }
@@ -418,7 +446,7 @@ mod tests {
         let e = p.validate().unwrap_err().to_string();
         assert!(e.contains("coding.absent_weight"), "{e}");
         for bad in [f64::NAN, -0.1, 1.5] {
-            let mut p = Params::default();
+            let mut p = Params::paper();
             p.topics.as_mut().unwrap().merge_cosine = bad;
             let e = p.validate().unwrap_err().to_string();
             assert!(e.contains("topics.merge_cosine"), "{e}");

@@ -388,6 +388,7 @@ impl OstcModel {
                     mean_score,
                     kind: TopicKind::Emerging,
                     profile: Vec::new(),
+                    event: None,
                 }
             })
             .collect();

@@ -231,37 +231,53 @@ fn whole_stream(s: &mut String, res: &Results, cols: &[Column]) {
 /// The daemon's emerging topics as events (when the `hybrid` method ran): per timestep and
 /// over the stream.
 fn events(s: &mut String, res: &Results) {
-    let Some(e) = &res.summary.events else {
+    if res.summary.events.is_empty() {
         return;
-    };
+    }
     let _ = writeln!(
         s,
-        "Emerging topics as events (the hybrid method's own topics): an event is a topic whose \
-         members are mostly of a group new at its timestep; a new group is found when an event \
-         of its arrival leads with it; keyword precision@5 against the group's 20 most \
-         distinctive terms (group document frequency × ln IDF over the documents before).\n"
+        "Emerging topics as events (the hybrid method's own topics, by topic stage): an event is \
+         an emerging topic whose members are mostly of a group new at its timestep; a new group \
+         is found when an event of its arrival leads with it; keyword precision@5 against the \
+         group's 20 most distinctive terms (group document frequency × ln IDF over the documents \
+         before). Continuing topics (later days of an event) are counted apart: their members, \
+         and the share of those of the group the event emerged with.\n"
     );
     let f = |v: Option<f64>| f3(v);
+    let rows: Vec<Vec<String>> = res
+        .summary
+        .events
+        .iter()
+        .map(|(stage, e)| {
+            vec![
+                stage.clone(),
+                e.topics.to_string(),
+                e.events.to_string(),
+                f(e.event_precision),
+                format!("{} / {}", e.found_groups, e.new_groups),
+                f(e.event_recall),
+                f(e.topics_per_event),
+                f(e.keyword_precision_at_5),
+                format!("{} ({} docs)", e.continuing, e.followed),
+                f(e.on_story),
+            ]
+        })
+        .collect();
     table(
         s,
         &[
-            "topics".into(),
+            "stage".into(),
+            "emerging topics".into(),
             "events".into(),
             "event precision".into(),
             "new groups found".into(),
             "event recall".into(),
             "topics per found group".into(),
             "keyword precision@5".into(),
+            "continuing topics".into(),
+            "on story".into(),
         ],
-        &[vec![
-            e.topics.to_string(),
-            e.events.to_string(),
-            f(e.event_precision),
-            format!("{} / {}", e.found_groups, e.new_groups),
-            f(e.event_recall),
-            f(e.topics_per_event),
-            f(e.keyword_precision_at_5),
-        ]],
+        &rows,
     );
 }
 

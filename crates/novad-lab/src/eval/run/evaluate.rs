@@ -102,16 +102,19 @@ pub(super) fn timestep(
         _ => None,
     };
     dump_rows(b.t, ts, &b.nonempty, &scores, &mut sink.dump);
-    let events = sink.events.as_mut().map(|j| {
+    let mut judged = BTreeMap::new();
+    if let Some(j) = sink.events.as_mut() {
         let labels: Vec<&str> = ts.docs.iter().map(|d| d.label.as_str()).collect();
-        let topics = if ts.bootstrap { None } else { events };
-        j.step(
-            topics.as_deref().unwrap_or(&[]),
-            &labels,
-            &b.texts,
-            if ts.bootstrap { &[] } else { &ts.new_labels },
-        )
-    });
+        for (stage, topics) in &events {
+            let topics: &[_] = if ts.bootstrap { &[] } else { topics };
+            let new: &[String] = if ts.bootstrap { &[] } else { &ts.new_labels };
+            let step = j.judge(stage, topics, &labels, &b.texts, new);
+            if !ts.bootstrap {
+                judged.insert(stage.clone(), step);
+            }
+        }
+        j.advance(&b.texts);
+    }
     let n_kept = kept.idx.len();
     Ok(TimestepResult {
         index: b.t,
@@ -125,7 +128,7 @@ pub(super) fn timestep(
         vocabulary: b.vocab_len(),
         evicted_terms: b.vb.change.evicted,
         seconds_vectorize: b.vb.seconds,
-        events: events.filter(|_| !ts.bootstrap),
+        events: judged,
         columns: cols
             .into_iter()
             .filter(|(c, _)| setup.columns.contains(c))

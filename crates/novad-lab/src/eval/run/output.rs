@@ -71,10 +71,16 @@ pub(super) fn finish(
 /// share of the daemon's step spent in its topic stage. Wall time left at 0.
 fn summary(timesteps: &[TimestepResult], setup: &Setup) -> Summary {
     let mut summary = summarise(timesteps, &setup.columns);
-    let events: Vec<&super::super::EventStep> =
-        timesteps.iter().filter_map(|r| r.events.as_ref()).collect();
-    if !events.is_empty() {
-        summary.events = Some(super::super::events::summarise(&events));
+    let stages: std::collections::BTreeSet<&String> =
+        timesteps.iter().flat_map(|r| r.events.keys()).collect();
+    for stage in stages {
+        let steps: Vec<&super::super::EventStep> = timesteps
+            .iter()
+            .filter_map(|r| r.events.get(stage))
+            .collect();
+        summary
+            .events
+            .insert(stage.clone(), super::super::events::summarise(&steps));
     }
     if let Some(tp) = &setup.topic_params {
         let steps: Vec<&TopicStep> = timesteps.iter().filter_map(|r| r.topics.as_ref()).collect();

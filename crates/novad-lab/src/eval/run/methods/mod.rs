@@ -33,8 +33,9 @@ pub(super) struct StepScores {
     pub cols: BTreeMap<Column, ColumnResult>,
     /// Per column whose method decides novelty itself: its verdicts (one per document).
     pub verdicts: BTreeMap<Column, Vec<bool>>,
-    /// The daemon's emerging topics (the `hybrid` method's engine step), when it runs.
-    pub events: Option<Vec<super::super::EventTopic>>,
+    /// The daemon's topics (the `hybrid` method's engine step), when it runs, by topic stage
+    /// (its own, and DICTCLUST's beside it when compared).
+    pub events: Vec<(String, Vec<super::super::EventTopic>)>,
     /// What the daemon's own topic stage cost (ℓ1-online, evaluated timesteps only).
     pub daemon_cost: Option<DaemonTopicCost>,
 }
