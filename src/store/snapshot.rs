@@ -21,17 +21,26 @@ fn snap_err(path: &Path, msg: impl ToString) -> StoreError {
     }
 }
 
-/// Write every tree of `db` to `path` (written to `path.tmp`, then renamed). Returns the number
+/// Write every tree of `db` to `path` (written to a temporary file of a fresh name in the same
+/// directory, `.novad-export-…`, synced, then renamed over `path`; removed if anything fails, so
+/// no file of the user's is touched but `path`). Returns the number
 /// of records.
 pub fn export_db(db: &sled::Db, format: u32, path: &Path) -> Result<u64, StoreError> {
-    let tmp = path.with_extension("tmp");
-    let f = File::create(&tmp).map_err(|e| snap_err(path, e))?;
-    let mut w = BufWriter::new(f);
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = tempfile::Builder::new()
+        .prefix(".novad-export-")
+        .tempfile_in(dir)
+        .map_err(|e| snap_err(path, e))?;
+    let mut w = BufWriter::new(tmp);
     let mut h = blake3::Hasher::new();
-    let mut put = |w: &mut BufWriter<File>, bytes: &[u8]| -> Result<(), StoreError> {
-        h.update(bytes);
-        w.write_all(bytes).map_err(|e| snap_err(path, e))
-    };
+    let mut put =
+        |w: &mut BufWriter<tempfile::NamedTempFile>, bytes: &[u8]| -> Result<(), StoreError> {
+            h.update(bytes);
+            w.write_all(bytes).map_err(|e| snap_err(path, e))
+        };
     put(&mut w, MAGIC)?;
     put(&mut w, &format.to_le_bytes())?;
     let mut n = 0u64;
@@ -56,8 +65,8 @@ pub fn export_db(db: &sled::Db, format: u32, path: &Path) -> Result<u64, StoreEr
     w.write_all(digest.as_bytes())
         .map_err(|e| snap_err(path, e))?;
     let f = w.into_inner().map_err(|e| snap_err(path, e.error()))?;
-    f.sync_all().map_err(|e| snap_err(path, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| snap_err(path, e))?;
+    f.as_file().sync_all().map_err(|e| snap_err(path, e))?;
+    f.persist(path).map_err(|e| snap_err(path, e.error))?;
     Ok(n)
 }
 
@@ -158,4 +167,46 @@ pub fn import(dir: &Path, path: &Path) -> Result<u64, StoreError> {
     }
     db.flush().map_err(sled_err)?;
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The export writes only its own file: a user's `FILE.tmp` beside `FILE.bin` is left as
+    /// it was, no temporary file is left behind, and the snapshot reads back every record.
+    #[test]
+    fn export_touches_no_file_but_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::Config::new()
+            .path(dir.path().join("db"))
+            .open()
+            .unwrap();
+        db.open_tree("verdicts")
+            .unwrap()
+            .insert(b"k", b"v")
+            .unwrap();
+        let out = dir.path().join("snap");
+        std::fs::create_dir(&out).unwrap();
+        let theirs = out.join("FILE.tmp");
+        std::fs::write(&theirs, b"the user's notes").unwrap();
+        let n = export_db(&db, 10, &out.join("FILE.bin")).unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(std::fs::read(&theirs).unwrap(), b"the user's notes");
+        let mut names: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["FILE.bin", "FILE.tmp"]);
+        let (format, records) = read_all(&out.join("FILE.bin")).unwrap();
+        assert_eq!(format, 10);
+        assert_eq!(
+            records,
+            vec![("verdicts".to_string(), b"k".to_vec(), b"v".to_vec())]
+        );
+        // a directory that cannot take the file: an error, and still nothing left behind
+        assert!(export_db(&db, 10, &out.join("missing/FILE.bin")).is_err());
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 2);
+    }
 }
