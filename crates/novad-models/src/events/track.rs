@@ -67,8 +67,9 @@ pub struct EventBatch<'a> {
     pub scores: &'a [f64],
 }
 
-/// A keyed unit-ℓ2 vector as a map.
-type Keyed = HashMap<u64, f64>;
+/// A keyed unit-ℓ2 vector as a map, ordered so that every sum over it (its norm) is taken in
+/// one order: the stored centroids are the same bits in every run and process.
+type Keyed = BTreeMap<u64, f64>;
 
 /// A document as (term key, weight) pairs.
 type Pairs = Vec<(u64, f32)>;
