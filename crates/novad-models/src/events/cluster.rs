@@ -32,8 +32,6 @@ const FLOOR: f32 = 0.02;
 pub struct Community {
     /// Batch positions of its documents, increasing.
     pub members: Vec<usize>,
-    /// Mean cosine of its pairs of members, in [0, 1].
-    pub coherence: f64,
     /// Its keywords, (term id, weight), largest first ([`keywords`]).
     pub keywords: Vec<(u32, f64)>,
 }
@@ -175,19 +173,11 @@ pub fn communities(
             g.len() >= p.min_size && novel_members as f64 >= p.min_novel_share * g.len() as f64
         })
         .map(|g| {
-            let pairs = g.len() * (g.len() - 1) / 2;
-            let sum: f64 = g
-                .iter()
-                .enumerate()
-                .flat_map(|(x, &a)| g[x + 1..].iter().map(move |&b| (a, b)))
-                .map(|(a, b)| sims[a * n + b] as f64)
-                .sum();
             let mut members: Vec<usize> = g.iter().map(|&a| cand[core[a]]).collect();
             members.sort_unstable();
             let docs: Vec<&SparseDoc> = members.iter().map(|&j| &vectors[j]).collect();
             Community {
                 keywords: keywords(&docs, past, p.top_terms),
-                coherence: sum / pairs.max(1) as f64,
                 members,
             }
         })

@@ -1,40 +1,9 @@
-//! The similarity graph of a timestep's candidate documents and its communities: cosine
-//! similarities, a k-nearest-neighbour graph, Louvain modularity optimisation (Blondel et al.,
-//! 2008). Pure functions of plain inputs; deterministic (nodes and communities are visited in
-//! index order, ties go to the lower index).
+//! The similarity graph of a timestep's cores and its communities: a k-nearest-neighbour
+//! graph, Louvain modularity optimisation (Blondel et al., 2008). Pure functions of plain
+//! inputs; deterministic (nodes and communities are visited in index order, ties go to the
+//! lower index).
 
 use std::collections::BTreeMap;
-
-/// The dense matrix of cosine similarities of `docs` (unit ℓ2 vectors as (term, weight)
-/// pairs, terms increasing): row-major, n × n, symmetric, 1 on the diagonal for a non-empty
-/// document, every entry in [0, 1] (weights are non-negative).
-pub fn cosines(docs: &[Vec<(u32, f32)>]) -> Vec<f32> {
-    let n = docs.len();
-    let mut postings: BTreeMap<u32, Vec<(usize, f32)>> = BTreeMap::new();
-    for (i, d) in docs.iter().enumerate() {
-        for &(t, w) in d {
-            postings.entry(t).or_default().push((i, w));
-        }
-    }
-    let mut s = vec![0.0f32; n * n];
-    let mut acc = vec![0.0f64; n];
-    for (i, d) in docs.iter().enumerate() {
-        acc.iter_mut().for_each(|a| *a = 0.0);
-        for &(t, w) in d {
-            for &(j, v) in &postings[&t] {
-                if j >= i {
-                    acc[j] += w as f64 * v as f64;
-                }
-            }
-        }
-        for j in i..n {
-            let c = acc[j].clamp(0.0, 1.0) as f32;
-            s[i * n + j] = c;
-            s[j * n + i] = c;
-        }
-    }
-    s
-}
 
 /// The symmetric k-nearest-neighbour graph of a similarity matrix (n × n, row-major): i and j
 /// are joined, with weight `sims[i][j]`, when j is among i's `k` most similar other nodes or i
@@ -176,8 +145,9 @@ fn aggregate(g: &Graph, label: &[usize], count: usize) -> Graph {
     }
 }
 
-/// Modularity of a partition (for tests and diagnostics): Σ_c [in_c / 2m − γ (tot_c / 2m)²].
-pub fn modularity(adj: &[Vec<(usize, f64)>], label: &[usize], gamma: f64) -> f64 {
+/// Modularity of a partition: Σ_c [in_c / 2m − γ (tot_c / 2m)²] (the tests' oracle).
+#[cfg(test)]
+fn modularity(adj: &[Vec<(usize, f64)>], label: &[usize], gamma: f64) -> f64 {
     let m2: f64 = adj.iter().flatten().map(|e| e.1).sum();
     if m2 <= 0.0 {
         return 0.0;
@@ -200,6 +170,37 @@ pub fn modularity(adj: &[Vec<(usize, f64)>], label: &[usize], gamma: f64) -> f64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The dense matrix of cosine similarities of `docs` (unit ℓ2 vectors as (term, weight)
+    /// pairs, terms increasing): row-major, n × n, symmetric, 1 on the diagonal for a non-empty
+    /// document, every entry in [0, 1] (weights are non-negative).
+    fn cosines(docs: &[Vec<(u32, f32)>]) -> Vec<f32> {
+        let n = docs.len();
+        let mut postings: BTreeMap<u32, Vec<(usize, f32)>> = BTreeMap::new();
+        for (i, d) in docs.iter().enumerate() {
+            for &(t, w) in d {
+                postings.entry(t).or_default().push((i, w));
+            }
+        }
+        let mut s = vec![0.0f32; n * n];
+        let mut acc = vec![0.0f64; n];
+        for (i, d) in docs.iter().enumerate() {
+            acc.iter_mut().for_each(|a| *a = 0.0);
+            for &(t, w) in d {
+                for &(j, v) in &postings[&t] {
+                    if j >= i {
+                        acc[j] += w as f64 * v as f64;
+                    }
+                }
+            }
+            for j in i..n {
+                let c = acc[j].clamp(0.0, 1.0) as f32;
+                s[i * n + j] = c;
+                s[j * n + i] = c;
+            }
+        }
+        s
+    }
 
     /// Planted partition: dense blocks, sparse links between them; Louvain returns the blocks,
     /// and no single node move raises the modularity of its answer (a local optimum).
