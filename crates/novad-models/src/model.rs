@@ -277,7 +277,8 @@ pub struct OiadmmStats {
 /// One emerging topic of a batch, in batch positions and term ids.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Topic {
-    /// Index of the topic atom in R.
+    /// Index of the topic atom in R (DICTCLUST; the topic's id in OSTC and DNMF); an event's
+    /// rank among the step's topics.
     pub atom: u32,
     /// Batch positions of its documents.
     pub members: Vec<usize>,

@@ -66,9 +66,16 @@ pub fn past_unit(vectors: &[SparseDoc], past: &Past) -> Vec<Vec<(u32, f32)>> {
         .collect()
 }
 
-/// The cosines of each document of `rows` (batch positions) with every document of the batch
-/// `unit` (itself excluded: −1), row by row.
-fn similarities(unit: &[Vec<(u32, f32)>], rows: &[usize]) -> Vec<Vec<f32>> {
+/// For each document of `rows` (batch positions): the share of `flag`ged documents among its
+/// `k` nearest in the batch `unit` ([`flagged_share`]), and its cosines with the documents of
+/// `rows` (itself: 1). A row of the whole batch lives only while its share is taken, so the
+/// memory is O(rows²), not O(rows × batch).
+fn similarities(
+    unit: &[Vec<(u32, f32)>],
+    rows: &[usize],
+    flag: &[bool],
+    k: usize,
+) -> (Vec<f64>, Vec<Vec<f32>>) {
     let mut postings: HashMap<u32, Vec<(u32, f32)>> = HashMap::new();
     for (j, d) in unit.iter().enumerate() {
         for &(t, w) in d {
@@ -85,9 +92,14 @@ fn similarities(unit: &[Vec<(u32, f32)>], rows: &[usize]) -> Vec<Vec<f32>> {
             }
             let mut row: Vec<f32> = acc.iter().map(|a| a.clamp(0.0, 1.0) as f32).collect();
             row[i] = -1.0;
-            row
+            let share = flagged_share(&row, flag, k);
+            let own: Vec<f32> = rows
+                .iter()
+                .map(|&j| if j == i { 1.0 } else { row[j] })
+                .collect();
+            (share, own)
         })
-        .collect()
+        .unzip()
 }
 
 /// The share of flagged documents among the `k` most similar documents of `row` (ties to the
@@ -144,10 +156,10 @@ pub fn communities(
     if cand.len() < p.min_size {
         return Vec::new();
     }
-    let rows = similarities(unit, &cand);
     let k = neighbourhood(unit.len(), p.neighbourhood, p.min_size);
+    let (share, rows) = similarities(unit, &cand, &flag, k);
     let core: Vec<usize> = (0..cand.len())
-        .filter(|&q| flagged_share(&rows[q], &flag, k) >= p.min_elevated_share)
+        .filter(|&q| share[q] >= p.min_elevated_share)
         .collect();
     if core.len() < p.min_size {
         return Vec::new();
@@ -156,7 +168,7 @@ pub fn communities(
     let mut sims = vec![0.0f32; n * n];
     for (a, &qa) in core.iter().enumerate() {
         for (b, &qb) in core.iter().enumerate() {
-            sims[a * n + b] = if a == b { 1.0 } else { rows[qa][cand[qb]] };
+            sims[a * n + b] = rows[qa][qb];
         }
     }
     let graph = knn_graph(&sims, n, p.neighbours, FLOOR);

@@ -13,7 +13,7 @@
 //! Events live on ([`track`]): a community whose centroid is close to a live event's continues
 //! it (same id, kind `continuing`), and a later document close to a live event's centroid
 //! joins it even when it is no longer novel, so an event's life can be followed; an event
-//! without members for `expire_after` timesteps ends. The tracker's state is two named parts
+//! without members for more than `expire_after` timesteps ends. The tracker's state is two named parts
 //! (`events/meta`, `events/live`), beside the model's own.
 //!
 //! Measured on 20 Newsgroups (`novad-lab eval --compare-dictclust`, docs/RESULTS.md, "Emerging
@@ -37,7 +37,7 @@ pub struct EventParams {
     /// candidates of events, in [0, 1].
     pub elevated_quantile: f64,
     /// Nearest documents of the whole batch that judge a candidate (fewer in a batch under
-    /// 50 × this: a fiftieth of it, at least `min_size`), ≥ 1.
+    /// 50 × this: a fiftieth of it, but at least the smaller of this and `min_size`), ≥ 1.
     pub neighbourhood: usize,
     /// Share of elevated documents among them that makes a candidate a core, in [0, 1].
     pub min_elevated_share: f64,
@@ -55,7 +55,7 @@ pub struct EventParams {
     /// A later document with at least this cosine to a live event's centroid joins it
     /// (> 1: none does; events continue only by their communities).
     pub follow_cosine: f64,
-    /// Timesteps without members after which an event ends, ≥ 1.
+    /// An event without members for more than this many timesteps ends, ≥ 1.
     pub expire_after: u64,
     /// Keywords per event, ≥ 1.
     pub top_terms: usize,
@@ -88,7 +88,7 @@ impl EventParams {
     /// Check every field; the error names it (`events.<field>`) and the accepted range.
     pub fn validate(&self) -> Result<(), ParamsError> {
         let unit = |v: f64| v.is_finite() && (0.0..=1.0).contains(&v);
-        let cosine = |v: f64| v.is_finite() && (0.0..=2.0).contains(&v);
+        let cosine = |v: f64| v.is_finite() && v > 0.0 && v <= 2.0;
         check(
             (1..=10_000).contains(&self.neighbourhood),
             "events.neighbourhood",
@@ -127,7 +127,7 @@ impl EventParams {
             check(
                 cosine(v),
                 f,
-                "a number in [0, 2] (above 1: never)",
+                "a number in (0, 2] (above 1: never)",
                 v.to_string(),
             )?;
         }

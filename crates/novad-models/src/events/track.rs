@@ -150,12 +150,17 @@ impl Events {
     }
 
     /// One timestep: the batch's communities continue live events or start new ones, later
-    /// documents join live events, events without members for `expire_after` timesteps end.
+    /// documents join live events, events without members for more than `expire_after`
+    /// timesteps end. A batch whose scores or flags are not one per vector changes nothing.
     /// Returns the new tracker and the step's topics (each with its event id; members are
     /// batch positions, each document in at most one topic), largest first, ties by id. Pure.
     pub fn step(&self, b: &EventBatch) -> (Events, Vec<Topic>) {
         let p = &self.params;
         let n = b.vectors.len();
+        if b.scores.len() != n || b.novel.len() != n {
+            // not a batch of this tracker's kind: nothing groups, nothing changes
+            return (self.clone(), Vec::new());
+        }
         let novel: Vec<bool> = (0..n).map(|j| b.novel.get(j) == Some(&true)).collect();
         let past = Past::new(b.vocab, b.vectors);
         let unit = past_unit(b.vectors, &past);
@@ -304,7 +309,8 @@ impl Events {
             };
             topics.push(topic(b, docs, &cent, f.members, kw, id, kind, &life, p));
         }
-        next.live.retain(|e| e.last + p.expire_after >= t);
+        next.live
+            .retain(|e| e.last.saturating_add(p.expire_after) >= t);
         next.live.sort_by_key(|e| e.id);
         topics.sort_by(|a, b| {
             b.members

@@ -388,7 +388,8 @@ impl Model {
         } = self.novelty(&scored, judge, rep, &mut history, learn)?;
         stats.threshold = thr.is_finite().then_some(thr);
         let t_topics = Instant::now();
-        let want_topics = p.topics.is_some() && !is_bootstrap && bootstrapped;
+        // events, when set, are the step's topics (the engine's): DICTCLUST does not run
+        let want_topics = p.topics.is_some() && p.events.is_none() && !is_bootstrap && bootstrapped;
         let want_found = want_topics || refresh.is_some();
         let mine = (want_found && rep.finds()).then(|| Found {
             topics: want_topics.then(|| self.find_topics(&vectors, &scores, &topical, m)),
