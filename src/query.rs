@@ -292,7 +292,7 @@ fn nearest_cell(v: &VerdictRecord) -> String {
         None => "-".into(),
         Some(h) => match &h.nearest {
             Some(n) => {
-                let id: String = shown(&n.doc_id).chars().take(24).collect();
+                let id = shown(&n.doc_id.chars().take(24).collect::<String>());
                 format!("{:.3} {id} ({:.2})", h.model_score, n.cosine)
             }
             None => format!("{:.3} none", h.model_score),
@@ -417,7 +417,7 @@ pub fn write_verdicts(
                     "-"
                 };
                 let terms: Vec<&str> = v.terms.iter().take(5).map(|t| t.0.as_str()).collect();
-                let id: String = shown(&v.doc_id).chars().take(24).collect();
+                let id = shown(&v.doc_id.chars().take(24).collect::<String>());
                 let near = if hybrid {
                     format!("  |  {}", nearest_cell(v))
                 } else {
@@ -495,7 +495,7 @@ pub fn write_status(out: &mut dyn Write, s: &Status) -> std::io::Result<()> {
         )?;
         for r in &s.recent {
             let st = &r.stats;
-            let f: String = shown(&r.file).chars().take(28).collect();
+            let f = shown(&r.file.chars().take(28).collect::<String>());
             writeln!(
                 out,
                 "{:>5} {:<28} {:>6} {:>6} {:>8.3} {:>9.2} {:>9} {:>8.4} {:>7.3}",
