@@ -167,6 +167,16 @@ enum Inner {
     Ostc(Box<OstcModel>),
 }
 
+impl Inner {
+    fn vocab(&self) -> &Vocabulary {
+        match self {
+            Inner::L1(m) => m.vocab(),
+            Inner::Dnmf(m) => m.vocab(),
+            Inner::Ostc(m) => m.vocab(),
+        }
+    }
+}
+
 /// The model state as [`Engine::state_write`] hands it to a store.
 #[derive(Debug, Clone)]
 pub struct StateWrite {
@@ -388,11 +398,7 @@ impl Judge for HybridJudge<'_> {
 /// groups on a bootstrap batch. Returns the tracker after the step.
 fn step_events(ev: &Events, model: &Inner, out: &mut StepOutput) -> Events {
     let t0 = Instant::now();
-    let vocab = match model {
-        Inner::L1(m) => m.vocab(),
-        Inner::Dnmf(m) => m.vocab(),
-        Inner::Ostc(m) => m.vocab(),
-    };
+    let vocab = model.vocab();
     let scores: Vec<f64> = out.verdicts.iter().map(|v| v.score).collect();
     let novel: Vec<bool> = out.verdicts.iter().map(|v| v.novel).collect();
     let (next, topics) = ev.step(&EventBatch {
@@ -650,11 +656,7 @@ impl Engine {
     }
 
     pub fn vocab(&self) -> &Vocabulary {
-        match &self.model {
-            Inner::L1(m) => m.vocab(),
-            Inner::Dnmf(m) => m.vocab(),
-            Inner::Ostc(m) => m.vocab(),
-        }
+        self.model.vocab()
     }
 
     fn model_parts(&self) -> Vec<(String, Vec<u8>)> {

@@ -197,7 +197,8 @@ impl EventJudge {
         }
     }
 
-    /// [`Self::judge`] of the single stage `""` then [`Self::advance`].
+    /// [`Self::judge`] of the single stage `""` then [`Self::advance`] (the tests' shorthand).
+    #[cfg(test)]
     pub fn step(
         &mut self,
         topics: &[EventTopic],
