@@ -216,31 +216,35 @@ fn dispatch(cli: Cli) -> Result<()> {
             };
             filter.validate()?;
             let dir = &a.store.store;
-            let vs = match api::remote_verdicts(dir, &filter, &a.api.options())? {
-                Some(vs) => vs,
-                None => {
-                    let store = open_existing(dir)?;
+            let opts = a.api.options();
+            // the store (and its lock) is released before the output is written
+            let vs = answer(
+                dir,
+                &opts,
+                || api::remote_verdicts(dir, &filter, &opts),
+                |store| {
                     read_store(dir, "reading verdicts", || {
                         query::verdicts(store.db(), &filter)
-                    })?
-                    // the store (and its lock) is released here, before the output is written
-                }
-            };
+                    })
+                },
+            )?;
             query::write_verdicts(&mut out, &vs, a.format)?;
         }
         Command::Topics(a) => {
             let since = time_bound(&a.since, false)?;
             let until = time_bound(&a.until, true)?;
             let dir = &a.store.store;
-            let mut topics = match api::remote_topics(dir, since, until, &a.api.options())? {
-                Some(ts) => ts,
-                None => {
-                    let store = open_existing(dir)?;
+            let opts = a.api.options();
+            let mut topics = answer(
+                dir,
+                &opts,
+                || api::remote_topics(dir, since, until, &opts),
+                |store| {
                     read_store(dir, "reading topics", || {
                         query::topics(store.db(), since, until)
-                    })?
-                }
-            };
+                    })
+                },
+            )?;
             if let Some(e) = a.event {
                 topics.retain(|t| t.event == Some(e));
             }
@@ -248,17 +252,19 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Status(a) => {
             let dir = &a.store.store;
-            let st = match api::remote_status(dir, a.recent, &a.api.options())? {
-                Some(s) => s,
-                None => {
-                    let store = open_existing(dir)?;
+            let opts = a.api.options();
+            let st = answer(
+                dir,
+                &opts,
+                || api::remote_status(dir, a.recent, &opts),
+                |store| {
                     let mut s = read_store(dir, "reading the status", || {
                         query::status(store.db(), a.recent)
                     })?;
                     s.disk_bytes = store.disk_bytes();
-                    s
-                }
-            };
+                    Ok(s)
+                },
+            )?;
             match a.format {
                 StatusFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&st)?)?,
                 StatusFormat::Text => query::write_status(&mut out, &st)?,
@@ -447,13 +453,58 @@ fn serve(a: &novad::cli::ServeArgs) -> Result<()> {
 
 /// Open a store that must already exist (queries never create one).
 fn open_existing(dir: &std::path::Path) -> Result<Store> {
+    open_existing_waiting(dir, novad::store::LOCK_WAIT)
+}
+
+/// [`open_existing`], waiting at most `lock_wait` for another process's lock.
+fn open_existing_waiting(dir: &std::path::Path, lock_wait: std::time::Duration) -> Result<Store> {
     if !dir.join("db").exists() {
         bail!(
             "no store at {} (run `novad run` or `novad ingest` first, or pass --store)",
             dir.display()
         );
     }
-    Ok(Store::open(dir)?)
+    Ok(Store::open_waiting(dir, lock_wait)?)
+}
+
+/// Pause between two rounds of [`answer`] while the store is locked and no daemon answers.
+const ANSWER_PAUSE: std::time::Duration = std::time::Duration::from_millis(40);
+
+/// A query's answer: from the daemon of `dir` over its socket when one answers (`remote`),
+/// otherwise read from the store itself (`local`, with the store open and locked).
+///
+/// A daemon holds the store's lock from the moment it opens the store, but its socket comes
+/// up only after the model is loaded (up to seconds on a large store): in that window neither
+/// way answers at once. So while the store is locked and no daemon answers, both are tried
+/// again, turn about, until `opts.retry_for` (at least [`novad::store::LOCK_WAIT`]) has passed;
+/// then the lock error is returned. A daemon that answers "busy" is retried by `remote` itself.
+fn answer<T>(
+    dir: &std::path::Path,
+    opts: &api::ClientOptions,
+    mut remote: impl FnMut() -> std::result::Result<Option<T>, api::ApiError>,
+    local: impl FnOnce(&Store) -> Result<T>,
+) -> Result<T> {
+    let budget = opts.retry_for.max(novad::store::LOCK_WAIT);
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = remote()? {
+            return Ok(v);
+        }
+        let left = budget.saturating_sub(start.elapsed());
+        match open_existing_waiting(dir, ANSWER_PAUSE.min(left)) {
+            Ok(store) => return local(&store),
+            Err(e) if is_locked(&e) && !left.is_zero() => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether `e` says another process holds the store's lock.
+fn is_locked(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<StoreError>(),
+        Some(StoreError::Locked { .. })
+    )
 }
 
 #[cfg(test)]

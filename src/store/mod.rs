@@ -191,6 +191,12 @@ impl Store {
     /// never panics on a damaged `db` (see [`guard`]); refuses with [`StoreError::Damaged`] a
     /// store that holds fewer timesteps than `committed.json` says were committed.
     pub fn open(dir: &Path) -> Result<Store> {
+        Store::open_waiting(dir, LOCK_WAIT)
+    }
+
+    /// [`Store::open`], waiting at most `lock_wait` (zero: one try) for another process to
+    /// release the store before failing with [`StoreError::Locked`].
+    pub fn open_waiting(dir: &Path, lock_wait: std::time::Duration) -> Result<Store> {
         let d = dir.display().to_string();
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
             dir: d.clone(),
@@ -198,7 +204,7 @@ impl Store {
             source,
         })?;
         check::remove_stale_snapshots(dir);
-        let db = open_db_waiting(dir)?;
+        let db = open_db_waiting(dir, lock_wait)?;
         let _ = std::fs::write(pid_path(dir), std::process::id().to_string());
         let mut store = Store {
             dir: dir.to_path_buf(),
@@ -583,9 +589,9 @@ fn progress_key(name: &str) -> Vec<u8> {
     k
 }
 
-/// Open sled in `dir/db`, waiting up to [`LOCK_WAIT`] for another process's lock; a panic or
+/// Open sled in `dir/db`, waiting up to `lock_wait` for another process's lock; a panic or
 /// corruption report becomes [`StoreError::Damaged`].
-fn open_db_waiting(dir: &Path) -> Result<sled::Db> {
+fn open_db_waiting(dir: &Path, lock_wait: std::time::Duration) -> Result<sled::Db> {
     let d = dir.display().to_string();
     let t = std::time::Instant::now();
     loop {
@@ -602,8 +608,8 @@ fn open_db_waiting(dir: &Path) -> Result<sled::Db> {
             Err(sled::Error::Io(e))
                 if e.kind() == ErrorKind::WouldBlock || e.to_string().contains("lock") =>
             {
-                if t.elapsed() < LOCK_WAIT {
-                    std::thread::sleep(std::time::Duration::from_millis(100));
+                if t.elapsed() < lock_wait {
+                    std::thread::sleep(std::time::Duration::from_millis(50).min(lock_wait));
                     continue;
                 }
                 let pid = std::fs::read_to_string(pid_path(dir))
