@@ -30,6 +30,7 @@ mod cache;
 pub mod governor;
 pub mod guard;
 mod routes;
+pub mod silent;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -315,9 +316,11 @@ async fn serve(
     tower_service::Service::call(&mut app, req.map(axum::body::Body::new)).await
 }
 
-/// Accept connections and serve each with HTTP/1.1 (keep-alive; the request head must arrive
-/// within [`Limits::request_timeout`] and fit in [`Limits::max_request_bytes`]). Beyond
-/// [`guard::MAX_CONNECTIONS`] open connections, new ones are closed.
+/// Accept connections and serve each with HTTP/1.1 (keep-alive; the first byte must arrive
+/// within [`silent::FIRST_BYTE`], the request head within [`Limits::request_timeout`] and fit
+/// in [`Limits::max_request_bytes`]). With [`guard::MAX_CONNECTIONS`] open connections, a new
+/// one takes the place of the oldest that has sent nothing yet, or is closed when every open
+/// connection has spoken.
 async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
@@ -329,6 +332,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
     let (app, unguarded) = routes::router(Arc::clone(&state));
     refresh_after_commits(Arc::clone(&state), unguarded);
     let open = Arc::new(AtomicUsize::new(0));
+    let silent = silent::Silent::default();
     let limits = state.limits;
     loop {
         let (stream, _) = match listener.accept().await {
@@ -340,7 +344,9 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
                 continue;
             }
         };
-        if open.load(Ordering::SeqCst) >= guard::MAX_CONNECTIONS {
+        // full: make room by closing the oldest connection that has not said anything yet;
+        // only when every slot holds a connection that spoke is the new one turned away
+        if open.load(Ordering::SeqCst) >= guard::MAX_CONNECTIONS && !silent.evict_oldest() {
             drop(stream);
             continue;
         }
@@ -348,7 +354,12 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
         let open = Arc::clone(&open);
         let app = app.clone();
         let state = Arc::clone(&state);
+        let entry = silent.enter();
         tokio::spawn(async move {
+            if !silent::first_byte(&stream, entry).await {
+                open.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
             let service =
                 hyper::service::service_fn(move |req| serve(Arc::clone(&state), app.clone(), req));
             let conn = hyper::server::conn::http1::Builder::new()
