@@ -165,10 +165,38 @@ fn traversal_oversized_and_writing_requests_are_refused() {
     assert!(st == 431 || st == 0, "huge head: {st}");
     for method in ["POST", "PUT", "DELETE"] {
         let req = format!("{method} /api/v1/status HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 2\r\nConnection: close\r\n\r\n{{}}");
-        assert_eq!(raw(&s.base, req.as_bytes()).0, 405, "{method}");
+        let (st, resp) = raw(&s.base, req.as_bytes());
+        assert_eq!(st, 405, "{method}");
+        secure_json_refusal(&resp);
     }
     let req = format!("GET /api/v1/status HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 5\r\nConnection: close\r\n\r\nhello");
-    assert_eq!(raw(&s.base, req.as_bytes()).0, 413, "GET with a body");
+    let (st, resp) = raw(&s.base, req.as_bytes());
+    assert_eq!(st, 413, "GET with a body");
+    secure_json_refusal(&resp);
+    let req = format!("GET {long} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n");
+    let (st, resp) = raw(&s.base, req.as_bytes());
+    assert_eq!(st, 414);
+    secure_json_refusal(&resp);
+    let req = "GET /api/v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let (st, resp) = raw(&s.base, req.as_bytes());
+    assert_eq!(st, 401);
+    secure_json_refusal(&resp);
+    // the scheme name is case-insensitive
+    let lower = format!("bearer {}", s.token);
+    let (st, _) = get(
+        &s.base,
+        "/api/v1/status",
+        None,
+        &[("Authorization", &lower)],
+    );
+    assert_eq!(st, 200, "lower-case bearer");
+    // a verdict id that is not UTF-8 once decoded: a JSON 400, not a plain-text one
+    let req = format!(
+        "GET /api/v1/verdicts/%ff%fe HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
+    );
+    let (st, resp) = raw(&s.base, req.as_bytes());
+    assert_eq!(st, 400);
+    secure_json_refusal(&resp);
     // a client that never finishes its head is cut off (header read timeout)
     let t = std::time::Instant::now();
     let (st, _) = raw(&s.base, b"GET /api/v1/status HTTP/1.1\r\nHost: x\r\n");
@@ -657,4 +685,18 @@ fn secure(heads: &[(String, String)]) {
             .is_some_and(|v| v.starts_with("default-src 'none'")),
         "{heads:?}"
     );
+}
+
+/// A refusal read raw: it carries the security headers and a JSON `{"error": …}` body.
+fn secure_json_refusal(resp: &str) {
+    let (head, body) = resp.split_once("\r\n\r\n").expect("a head and a body");
+    let heads: Vec<(String, String)> = head
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_string()))
+        .collect();
+    secure(&heads);
+    let v: Value = serde_json::from_str(body.trim()).unwrap_or_else(|e| panic!("{e}: {resp}"));
+    assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{resp}");
 }

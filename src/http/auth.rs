@@ -88,7 +88,12 @@ pub struct Auth {
     token: String,
     cookie_name: String,
     login_code: Mutex<Option<String>>,
+    /// When the login code stops working (used or not).
+    code_expires: std::time::Instant,
 }
+
+/// How long the one-time login code printed at start works.
+pub const LOGIN_CODE_TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 impl Auth {
     pub fn new(token: String, port: u16) -> Auth {
@@ -98,6 +103,7 @@ impl Auth {
             token,
             cookie_name: format!("novad_token_{port}"),
             login_code: Mutex::new(code),
+            code_expires: std::time::Instant::now() + LOGIN_CODE_TTL,
         }
     }
 
@@ -109,11 +115,20 @@ impl Auth {
             .unwrap_or_default()
     }
 
-    /// Spend the one-time code: true (once) when `code` is it.
+    /// Spend the one-time code: true (once) when `code` is it and it has not expired
+    /// ([`LOGIN_CODE_TTL`] after start).
     pub fn redeem(&self, code: &str) -> bool {
+        self.redeem_at(code, std::time::Instant::now())
+    }
+
+    fn redeem_at(&self, code: &str, now: std::time::Instant) -> bool {
         let Ok(mut slot) = self.login_code.lock() else {
             return false;
         };
+        if now >= self.code_expires {
+            *slot = None;
+            return false;
+        }
         match slot.as_deref() {
             Some(c) if constant_time_eq(c.as_bytes(), code.as_bytes()) => {
                 *slot = None;
@@ -133,8 +148,10 @@ impl Auth {
             .get_all(axum::http::header::AUTHORIZATION)
             .iter()
             .filter_map(|v| v.to_str().ok())
-            .filter_map(|v| v.strip_prefix("Bearer "))
-            .any(|t| self.token_matches(t.trim()));
+            .filter_map(|v| v.trim_start().split_once(' '))
+            // the scheme name is case-insensitive (RFC 9110 §11.1)
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .any(|(_, t)| self.token_matches(t.trim()));
         bearer
             || headers
                 .get_all(axum::http::header::COOKIE)
@@ -206,5 +223,36 @@ mod tests {
         assert!(a.redeem(&code));
         assert!(!a.redeem(&code), "one-time");
         assert_eq!(a.login_code(), "");
+    }
+
+    #[test]
+    fn the_scheme_is_case_insensitive_and_the_token_is_not() {
+        let a = Auth::new("aB".repeat(32), 9000);
+        for scheme in ["bearer", "BEARER", "Bearer", "bEaReR"] {
+            let mut h = HeaderMap::new();
+            let v = format!("{scheme} {}", "aB".repeat(32));
+            h.insert("authorization", HeaderValue::from_str(&v).unwrap());
+            assert!(a.authorized(&h), "{scheme}");
+        }
+        let mut h = HeaderMap::new();
+        let v = format!("Bearer {}", "ab".repeat(32));
+        h.insert("authorization", HeaderValue::from_str(&v).unwrap());
+        assert!(!a.authorized(&h));
+        let v = format!("Basic {}", "aB".repeat(32));
+        h.insert("authorization", HeaderValue::from_str(&v).unwrap());
+        assert!(!a.authorized(&h));
+    }
+
+    #[test]
+    fn the_login_code_expires_unused() {
+        let a = Auth::new("a".repeat(64), 9000);
+        let code = a.login_code();
+        let late = std::time::Instant::now() + LOGIN_CODE_TTL;
+        assert!(!a.redeem_at(&code, late));
+        assert!(!a.redeem(&code), "an expired code stays spent");
+        let b = Auth::new("a".repeat(64), 9000);
+        let code = b.login_code();
+        let early = std::time::Instant::now() + LOGIN_CODE_TTL / 2;
+        assert!(b.redeem_at(&code, early));
     }
 }

@@ -307,13 +307,16 @@ async fn serve(
     mut app: axum::Router,
     req: axum::http::Request<hyper::body::Incoming>,
 ) -> Result<axum::response::Response, std::convert::Infallible> {
-    if let Err(busy) = governor::admitted(&state).await {
-        return Ok(busy);
-    }
-    if let Some(r) = cache::hit(&state, &req) {
-        return Ok(r);
-    }
-    tower_service::Service::call(&mut app, req.map(axum::body::Body::new)).await
+    let mut resp = if let Err(busy) = governor::admitted(&state).await {
+        busy
+    } else if let Some(r) = cache::hit(&state, &req) {
+        r
+    } else {
+        tower_service::Service::call(&mut app, req.map(axum::body::Body::new)).await?
+    };
+    // every answer, refusals (401, 405, 413, 414, 503) included
+    guard::secure(resp.headers_mut());
+    Ok(resp)
 }
 
 /// Accept connections and serve each with HTTP/1.1 (keep-alive; the first byte must arrive

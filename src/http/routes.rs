@@ -345,7 +345,16 @@ async fn verdicts(
     }))
 }
 
-async fn verdict(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Reply {
+async fn verdict(
+    State(st): State<Arc<AppState>>,
+    id: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Reply {
+    let Ok(Path(id)) = id else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "verdict id: not valid percent-encoded UTF-8; expected 40 hex digits",
+        ));
+    };
     let key = unhex(&id).filter(|k| k.len() == 20).ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
