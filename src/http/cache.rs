@@ -42,6 +42,9 @@ use crate::store::schema::{KEY_STATE, META};
 const MAX_ENTRIES: usize = 512;
 /// Largest answer kept, bytes.
 const MAX_BYTES: usize = 4 << 20;
+/// Most bytes kept for one store version (bodies and their gzip forms): distinct queries
+/// evict the least-read answers instead of growing the process.
+const MAX_TOTAL_BYTES: usize = 32 << 20;
 /// Locks that serialize the computing of missing answers (a path always maps to the same one).
 const FILL_LOCKS: usize = 16;
 /// Most answers computed ahead after a commit (the most read ones of the previous version).
@@ -74,6 +77,15 @@ struct Entries {
     wanted: Vec<String>,
     /// When a client last read one of `wanted`'s answers.
     wanted_read: Option<Instant>,
+    /// Bytes of the answers in `map` ([`Answer::size`]).
+    bytes: usize,
+}
+
+impl Answer {
+    /// Bytes it holds (body and gzip form).
+    fn size(&self) -> usize {
+        self.body.len() + self.gz.as_ref().map_or(0, |(z, _)| z.len())
+    }
 }
 
 impl Entries {
@@ -107,7 +119,36 @@ impl Entries {
             map: HashMap::new(),
             wanted,
             wanted_read,
+            bytes: 0,
         };
+    }
+
+    /// Keep `a` as the answer to `key`, first evicting the least-read answers (ties: the
+    /// greatest key) until at most [`MAX_ENTRIES`] − 1 answers of at most
+    /// [`MAX_TOTAL_BYTES`] − `a.size()` bytes remain. Afterwards `bytes` ≤ MAX_TOTAL_BYTES
+    /// and `map` holds ≤ MAX_ENTRIES answers (an answer is never over [`MAX_BYTES`]).
+    fn insert(&mut self, key: String, a: Answer) {
+        if let Some(old) = self.map.remove(&key) {
+            self.bytes -= old.size();
+        }
+        while !self.map.is_empty()
+            && (self.map.len() >= MAX_ENTRIES || self.bytes + a.size() > MAX_TOTAL_BYTES)
+        {
+            let victim = self
+                .map
+                .iter()
+                .min_by(|x, y| {
+                    let hits = |a: &Answer| a.hits.load(Ordering::Relaxed);
+                    hits(x.1).cmp(&hits(y.1)).then_with(|| y.0.cmp(x.0))
+                })
+                .map(|(k, _)| k.clone());
+            let Some(v) = victim else { break };
+            if let Some(old) = self.map.remove(&v) {
+                self.bytes -= old.size();
+            }
+        }
+        self.bytes += a.size();
+        self.map.insert(key, a);
     }
 }
 
@@ -156,10 +197,7 @@ impl Cache {
         }
         if let Ok(mut c) = self.inner.lock() {
             c.advance(&ver);
-            if c.map.len() >= MAX_ENTRIES {
-                c.map.clear();
-            }
-            c.map.insert(key, a.clone());
+            c.insert(key, a.clone());
         }
         a
     }
@@ -424,6 +462,42 @@ mod tests {
         let mut h = axum::http::HeaderMap::new();
         h.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
         accepts_gzip(&h)
+    }
+
+    fn answer_of(n: usize) -> Answer {
+        Answer {
+            body: Bytes::from(vec![b'x'; n]),
+            etag: HeaderValue::from_static("\"t\""),
+            gz: None,
+            hits: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    #[test]
+    fn distinct_answers_stay_within_the_byte_bound_and_the_most_read_stay() {
+        let mut e = Entries::default();
+        let hot = answer_of(1 << 20);
+        hot.hits.store(1000, Ordering::Relaxed);
+        e.insert("/api/v1/status".into(), hot);
+        for i in 0..520 {
+            e.insert(format!("/api/v1/verdicts?since={i}"), answer_of(300 << 10));
+            let sum: usize = e.map.values().map(Answer::size).sum();
+            assert_eq!(e.bytes, sum);
+            assert!(e.bytes <= MAX_TOTAL_BYTES && e.map.len() <= MAX_ENTRIES);
+        }
+        assert!(e.map.contains_key("/api/v1/status"));
+        assert!(e.map.contains_key("/api/v1/verdicts?since=519"));
+        assert!(e.bytes > MAX_TOTAL_BYTES - (300 << 10), "{}", e.bytes);
+        // many small answers: the entry bound holds too
+        for i in 0..(2 * MAX_ENTRIES) {
+            e.insert(format!("/api/v1/topics?since={i}"), answer_of(10));
+        }
+        assert_eq!(e.map.len(), MAX_ENTRIES);
+        assert!(e.map.contains_key("/api/v1/status"));
+        // a replaced answer is not counted twice
+        let before = e.bytes;
+        e.insert("/api/v1/status".into(), answer_of(1 << 20));
+        assert_eq!(e.bytes, before);
     }
 
     #[test]
