@@ -35,6 +35,12 @@ pub enum ParamArgsError {
         #[source]
         source: ParamsFormatError,
     },
+    #[error("{path}: unknown key(s) {keys} for the {kind} model (`novad params --model {kind}` prints every key)")]
+    UnknownKeys {
+        path: String,
+        kind: ModelKind,
+        keys: String,
+    },
     #[error("--k, --lambda and --beta apply to the l1 model only; set the {0} parameters in a --config file (`novad params --model {0}` prints them)")]
     L1Only(ModelKind),
     #[error("{flag} does not apply to the {kind} model")]
@@ -165,10 +171,19 @@ impl ParamArgs {
                     path: path_name(),
                     source,
                 })?;
-                ModelParams::from_toml(kind, &s).map_err(|source| ParamArgsError::Config {
-                    path: path_name(),
-                    source,
-                })?
+                let p =
+                    ModelParams::from_toml(kind, &s).map_err(|source| ParamArgsError::Config {
+                        path: path_name(),
+                        source,
+                    })?;
+                refuse_unknown_keys(&s, &p.to_toml()).map_err(|keys| {
+                    ParamArgsError::UnknownKeys {
+                        path: path_name(),
+                        kind,
+                        keys: keys.join(", "),
+                    }
+                })?;
+                p
             }
             None => ModelParams::defaults(kind),
         };
@@ -346,23 +361,64 @@ impl ClusterArgs {
     }
 }
 
+/// `Err` with the dotted names of the keys of the TOML text `given` that the parameter set
+/// read from it does not have (`known`, that set written back as TOML): serde skips unknown
+/// keys, so a misspelt parameter would otherwise silently keep its default.
+fn refuse_unknown_keys(given: &str, known: &str) -> Result<(), Vec<String>> {
+    fn walk(g: &toml::Value, k: &toml::Value, at: &str, out: &mut Vec<String>) {
+        match (g, k) {
+            (toml::Value::Table(g), toml::Value::Table(k)) => {
+                for (key, gv) in g {
+                    let name = if at.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{at}.{key}")
+                    };
+                    match k.get(key) {
+                        Some(kv) => walk(gv, kv, &name, out),
+                        None => out.push(name),
+                    }
+                }
+            }
+            (toml::Value::Array(g), toml::Value::Array(k)) => {
+                for (i, (gv, kv)) in g.iter().zip(k).enumerate() {
+                    walk(gv, kv, &format!("{at}[{i}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let (Ok(g), Ok(k)) = (given.parse::<toml::Value>(), known.parse::<toml::Value>()) else {
+        return Ok(());
+    };
+    let mut out = Vec::new();
+    walk(&g, &k, "", &mut out);
+    if out.is_empty() {
+        Ok(())
+    } else {
+        Err(out)
+    }
+}
+
 /// How much of a batch file one timestep takes.
 #[derive(Debug, Args)]
 pub struct LimitArgs {
-    /// Most documents per timestep; a larger file is ingested as several consecutive
+    /// Most documents per timestep (≥ 1); a larger file is ingested as several consecutive
     /// timesteps in file order.
-    #[arg(long, default_value_t = crate::ingest::DEFAULT_MAX_BATCH_DOCS, value_parser = clap::value_parser!(usize))]
+    #[arg(long, default_value_t = crate::ingest::DEFAULT_MAX_BATCH_DOCS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_batch_docs: usize,
-    /// Most bytes of a file per timestep (the range ends at the line that reaches it).
-    #[arg(long, default_value_t = crate::ingest::DEFAULT_MAX_BATCH_BYTES)]
+    /// Most bytes of a file per timestep (the range ends at the line that reaches it), ≥ 1.
+    #[arg(long, default_value_t = crate::ingest::DEFAULT_MAX_BATCH_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub max_batch_bytes: u64,
 }
 
 impl LimitArgs {
     pub fn limits(&self) -> crate::ingest::Limits {
         crate::ingest::Limits {
-            max_docs: self.max_batch_docs.max(1),
-            max_bytes: self.max_batch_bytes.max(1),
+            max_docs: self.max_batch_docs,
+            max_bytes: self.max_batch_bytes,
         }
     }
 }
@@ -563,4 +619,42 @@ pub struct RebuildArgs {
     /// The new store directory (must not hold a store); default: OLD with `.rebuilt`.
     #[arg(long)]
     pub store: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use novad_models::{ModelKind, ModelParams};
+
+    #[test]
+    fn every_key_of_a_written_parameter_set_is_known() {
+        for kind in [ModelKind::L1, ModelKind::Dnmf, ModelKind::Ostc] {
+            let text = ModelParams::defaults(kind).to_toml();
+            let back = ModelParams::from_toml(kind, &text).unwrap().to_toml();
+            assert_eq!(refuse_unknown_keys(&text, &back), Ok(()), "{kind}");
+        }
+    }
+
+    #[test]
+    fn misspelt_keys_are_named_with_their_path() {
+        let kind = ModelKind::L1;
+        let mut text = ModelParams::defaults(kind).to_toml();
+        // serde skips keys it does not know: a misspelt optional setting would be lost
+        text = format!("sed = 3\n{text}");
+        text = text.replacen("[text]\n", "[text]\nmax_term = 5\n", 1);
+        let p = ModelParams::from_toml(kind, &text).unwrap();
+        let keys = refuse_unknown_keys(&text, &p.to_toml()).unwrap_err();
+        assert_eq!(keys, vec!["sed".to_string(), "text.max_term".to_string()]);
+    }
+
+    #[test]
+    fn zero_batch_limits_are_refused() {
+        for flag in ["--max-batch-docs", "--max-batch-bytes"] {
+            let r = Cli::try_parse_from(["novad", "ingest", "--store", "s", flag, "0", "f"]);
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains(flag) && e.contains('0'), "{e}");
+            let r = Cli::try_parse_from(["novad", "ingest", "--store", "s", flag, "1", "f"]);
+            assert!(r.is_ok(), "{flag} 1");
+        }
+    }
 }
