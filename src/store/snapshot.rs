@@ -80,6 +80,9 @@ type Record = (String, Vec<u8>, Vec<u8>);
 
 fn read_all(path: &Path) -> Result<(u32, Vec<Record>), StoreError> {
     let f = File::open(path).map_err(|e| snap_err(path, e))?;
+    if f.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(snap_err(path, "is a directory, not a snapshot file"));
+    }
     let mut r = BufReader::new(f);
     let mut h = blake3::Hasher::new();
     let mut take = |r: &mut BufReader<File>, n: usize| -> Result<Vec<u8>, StoreError> {
@@ -112,6 +115,13 @@ fn read_all(path: &Path) -> Result<(u32, Vec<Record>), StoreError> {
         .map_err(|_| snap_err(path, "truncated snapshot (no checksum)"))?;
     if digest.as_bytes() != &want {
         return Err(snap_err(path, "checksum mismatch: the snapshot is damaged"));
+    }
+    let mut extra = [0u8; 1];
+    if !matches!(r.read(&mut extra), Ok(0)) {
+        return Err(snap_err(
+            path,
+            "bytes after the checksum: the file is not one whole snapshot (appended to, or two joined)",
+        ));
     }
     Ok((format, recs))
 }
@@ -208,5 +218,27 @@ mod tests {
         // a directory that cannot take the file: an error, and still nothing left behind
         assert!(export_db(&db, 10, &out.join("missing/FILE.bin")).is_err());
         assert_eq!(std::fs::read_dir(&out).unwrap().count(), 2);
+    }
+
+    /// A snapshot with bytes appended after its checksum, and a directory, are refused with
+    /// what is wrong; the whole snapshot reads.
+    #[test]
+    fn trailing_bytes_and_directories_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::Config::new()
+            .path(dir.path().join("db"))
+            .open()
+            .unwrap();
+        db.insert(b"k", b"v").unwrap();
+        let snap = dir.path().join("s.bin");
+        export_db(&db, 10, &snap).unwrap();
+        assert!(read_all(&snap).is_ok());
+        let mut bytes = std::fs::read(&snap).unwrap();
+        bytes.push(0);
+        std::fs::write(&snap, &bytes).unwrap();
+        let e = read_all(&snap).unwrap_err().to_string();
+        assert!(e.contains("bytes after the checksum"), "{e}");
+        let e = read_all(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("is a directory"), "{e}");
     }
 }
