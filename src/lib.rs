@@ -8,8 +8,11 @@
 //! - [`store`]: the sled store: open, lock, migrate, commit, snapshots, stored topics.
 //! - [`query`]: verdicts, topics and status read from a store.
 //! - [`cluster`]: the ℓ1 model's steps shared by several processes (timely-dataflow).
+//! - [`api_limits`]: what one client of a daemon API (socket or HTTP) may cost.
+//! - [`show`]: times and text from the data as people see them.
 //! - [`cli`]: the command line (clap definitions and their resolution to library values).
 
+pub mod api_limits;
 pub mod batch;
 pub mod cli;
 pub mod cluster;
@@ -17,4 +20,5 @@ pub mod daemon;
 pub mod http;
 pub mod ingest;
 pub mod query;
+pub mod show;
 pub mod store;

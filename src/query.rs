@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::batch::parse_time;
+pub use crate::show::{fmt_time, shown};
 use crate::store::schema::TopicRecord;
 use crate::store::schema::{
     verdict_time_prefix, StateMeta, StepSummary, SummaryBuilder, TimestepRecord, VerdictRecord,
@@ -248,13 +249,6 @@ pub enum Format {
     Csv,
 }
 
-/// RFC 3339 (UTC, milliseconds) of a Unix-millisecond time.
-pub fn fmt_time(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_else(|| ms.to_string())
-}
-
 /// One verdict as the JSON object printed by `--format jsonl`.
 pub fn verdict_json(v: &VerdictRecord) -> serde_json::Value {
     serde_json::json!({
@@ -314,24 +308,6 @@ fn csv_field(s: &str) -> String {
     } else {
         s
     }
-}
-
-/// Text from the data (ids, file names) as a terminal shows it: control characters (escape
-/// sequences, bells, line breaks) written as escapes (`\u{1b}`, `\n`), so an id can neither
-/// drive the terminal nor break a row.
-pub fn shown(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
-        return s.to_string();
-    }
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
 }
 
 /// Print verdicts in the given format.

@@ -2,7 +2,7 @@
 //! headers and (absent) body, the access token, and a deadline.
 //!
 //! The limits that mean the same for HTTP as for the query socket come from the one
-//! [`Limits`](crate::daemon::api::Limits) value the server is started with:
+//! [`Limits`](crate::api_limits::Limits) value the server is started with:
 //! `max_request_bytes` caps the request head (hyper's read buffer: a larger head is refused),
 //! `request_timeout` is the time a client has to send a request head, and `deadline` bounds
 //! the time from a head being read to its answer being ready (503 after). The ones below are

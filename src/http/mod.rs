@@ -40,7 +40,7 @@ use std::sync::Arc;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use thiserror::Error;
 
-use crate::daemon::api::Limits;
+use crate::api_limits::Limits;
 
 /// The default address: loopback only.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7878";

@@ -63,7 +63,8 @@ impl Silent {
     }
 
     /// Connections silent now.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -434,7 +434,7 @@ fn check_summaries(
 
 /// A summary in one line, for a problem report.
 fn describe(s: &StepSummary) -> String {
-    let time = |t: Option<i64>| t.map_or("-".into(), crate::query::fmt_time);
+    let time = |t: Option<i64>| t.map_or("-".into(), crate::show::fmt_time);
     let scores = s.scores.map_or("no scores".into(), |q| {
         format!(
             "scores p10 {} p50 {} p90 {} max {}",

@@ -8,6 +8,8 @@
 //! - [`text`]: tokenizer, streaming vocabulary with document frequencies, TF-IDF vectors.
 //! - [`threshold`]: rules turning scores into novel / not-novel verdicts.
 //! - [`linalg`], [`metrics`]: dense helpers; AUC and ROC.
+//! - [`shard`]: the fixed logical shards a batch is split into, shared by every part that
+//!   divides a batch's work (coding, memory search, the cluster).
 //! - [`l1`]: online ℓ1 dictionary learning (NIPS 2012) with DICTCLUST topics (CIKM 2011).
 //! - [`events`]: emerging topics as events (communities of novel documents, followed over
 //!   timesteps).
@@ -27,6 +29,7 @@ pub mod memory;
 pub mod metrics;
 pub mod model;
 pub mod ostc;
+pub mod shard;
 pub mod text;
 pub mod threshold;
 

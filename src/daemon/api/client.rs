@@ -10,8 +10,8 @@ use rand::Rng;
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 
-use super::limits::{DeadlineStream, Limits};
 use super::{socket_path, ErrorKind, Request, Trailer};
+use crate::api_limits::{DeadlineStream, Limits};
 use crate::query::{QueryError, Status, VerdictFilter};
 use crate::store::schema::TopicRecord;
 use crate::store::schema::VerdictRecord;

@@ -17,7 +17,6 @@
 //! Queries run the same functions as the CLI's direct path ([`crate::query`]).
 
 pub mod client;
-pub mod limits;
 mod server;
 
 use std::path::{Path, PathBuf};
@@ -26,8 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::query::VerdictFilter;
 
+pub use crate::api_limits::Limits;
 pub use client::{remote_status, remote_topics, remote_verdicts, request, ApiError, ClientOptions};
-pub use limits::Limits;
 pub use server::{serve, serve_with};
 
 /// One query.

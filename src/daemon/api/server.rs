@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::limits::{read_request, DeadlineStream, Limits, RequestError, Slot, Slots};
 use super::{socket_path, ErrorKind, Request, Trailer};
+use crate::api_limits::{read_request, DeadlineStream, Limits, RequestError, Slot, Slots};
 use crate::query::{self, QueryError};
 use crate::store::guard;
 

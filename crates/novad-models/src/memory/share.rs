@@ -14,7 +14,7 @@
 //! searches of shares that cover every shard once gives the full memory's answer bit for bit
 //! ([`better_neighbour`]).
 
-use crate::l1::dictionary::LOGICAL_SHARDS;
+use crate::shard::LOGICAL_SHARDS;
 
 use super::search::{DocMemory, Neighbour};
 use super::MemoryError;

@@ -16,17 +16,16 @@ mod oiadmm;
 mod project;
 mod refresh;
 mod rows;
-mod shard;
 
+pub use crate::shard::{
+    by_position, deal, deal_after, per_shard, shard_docs, shard_of, ShardGap, LOGICAL_SHARDS,
+};
 pub use bootstrap::{a_step, bootstrap, init_atoms, AtomInit, BootstrapParams};
 pub use multiplier::Multiplier;
 pub use oiadmm::{oiadmm_step, OiadmmParams};
 pub use project::{project_columns, project_nonneg_l1_ball, project_sparse_rows, SparseRows};
 pub use refresh::{plan_refresh, RefreshParams, RefreshPlan};
 pub use rows::Dictionary;
-pub use shard::{
-    by_position, deal, deal_after, per_shard, shard_docs, shard_of, ShardGap, LOGICAL_SHARDS,
-};
 
 use std::mem::MaybeUninit;
 
