@@ -203,6 +203,8 @@ fn spawn(d: &Dirs, hosts: &Path, i: usize, slot: usize, cores: usize, args: &[&s
         .arg(store)
         .arg("--cluster")
         .arg(hosts)
+        .arg("--cluster-key")
+        .arg(hosts.with_file_name("cluster.key"))
         .args(["--process", &i.to_string()])
         .args(args)
         .env("RAYON_NUM_THREADS", cores.to_string())
@@ -222,6 +224,9 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
     }
     let hosts = d.tmp.path().join("hosts");
     std::fs::write(&hosts, text).unwrap();
+    // the cluster's key, beside the hosts file (`spawn` passes it)
+    let key = hosts.with_file_name("cluster.key");
+    novad_ok(&["cluster-key", key.to_str().expect("a UTF-8 path")]);
     let mut children: Vec<Child> = (0..processes)
         .map(|i| spawn(&d, &hosts, i, i, cores, args))
         .collect();

@@ -101,6 +101,15 @@ pub enum Command {
     /// Print a parameter set as TOML (a starting point for `--config`): the defaults, the
     /// paper's configuration, or the parameters a store was created with.
     Params(ParamsArgs),
+    /// Write a fresh cluster key to FILE (32 random bytes, mode 0600; an existing file is never
+    /// overwritten). Copy it to every process and pass it as `run --cluster-key FILE`.
+    ClusterKey(ClusterKeyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ClusterKeyArgs {
+    /// The key file to create.
+    pub file: PathBuf,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -342,6 +351,10 @@ pub struct ClusterArgs {
     /// Seconds to wait at start for every process of the cluster.
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub connect_timeout_secs: u64,
+    /// The cluster's shared key (`novad cluster-key FILE` writes one; mode 0600, the same file
+    /// on every process). Processes prove they hold it before anything else is exchanged.
+    #[arg(long, value_name = "FILE", requires = "cluster")]
+    pub cluster_key: Option<PathBuf>,
 }
 
 impl ClusterArgs {
@@ -355,6 +368,7 @@ impl ClusterArgs {
                 i,
                 self.workers_per_process,
                 std::time::Duration::from_secs(self.connect_timeout_secs),
+                self.cluster_key.as_deref(),
             )?)),
             _ => Ok(None),
         }

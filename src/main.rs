@@ -192,6 +192,16 @@ fn dispatch(cli: Cli) -> Result<()> {
             }
         }
         Command::Serve(a) => serve(&a)?,
+        Command::ClusterKey(a) => {
+            novad::cluster::auth::write_new_key(&a.file)?;
+            writeln!(
+                out,
+                "wrote a new cluster key to {} (mode 0600): copy it to every process of the \
+                 cluster, keeping it 0600, and start each with --cluster-key {}",
+                a.file.display(),
+                a.file.display()
+            )?;
+        }
         Command::Ingest(a) => {
             let params = a.params.resolve()?;
             let mut ing = Ingestor::open(&a.store.store, params.as_ref())?;

@@ -1,15 +1,21 @@
 //! `novad run --cluster`: real processes on 127.0.0.1 sharing the ℓ1 model's steps. The
 //! committed model (`novad digest`) and every verdict equal a single-node `novad run` on the
 //! same files; a killed process stops the cluster and a restart resumes without loss or
-//! duplicate; an unreachable peer and a single-node model are refused clearly.
+//! duplicate; an unreachable peer and a single-node model are refused clearly; peers prove
+//! they hold the cluster key, strangers on either side are dropped and named while the real
+//! peer still joins, and a cluster without a sound key file is refused at start.
 #[path = "common/daemon.rs"]
 #[allow(dead_code)]
 mod harness;
 
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use novad::cluster::auth::{self, ClusterKey, Shape};
 
 use harness::*;
 
@@ -17,8 +23,20 @@ use harness::*;
 /// otherwise (hybrid detector on, so the leader's judgement is shared too).
 const MODEL: &[&str] = &["--k", "24", "--seed", "3"];
 
-/// A hosts file for `n` processes on free 127.0.0.1 ports.
+/// The cluster key file of the cluster in `dir`, written by `novad cluster-key` the first
+/// time.
+fn key_file(dir: &Path) -> PathBuf {
+    let path = dir.join("cluster.key");
+    if !path.exists() {
+        novad_ok(&["cluster-key", path.to_str().expect("a UTF-8 path")]);
+    }
+    path
+}
+
+/// A hosts file for `n` processes on free 127.0.0.1 ports (and the cluster's key file beside
+/// it, [`key_file`]).
 fn hosts_file(dir: &Path, n: usize) -> PathBuf {
+    key_file(dir);
     let mut text = String::from("# novad cluster: one host:port per process, process 0 first\n");
     for _ in 0..n {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -38,9 +56,13 @@ fn process(d: &Dirs, hosts: &Path, i: usize, extra: &[&str]) -> Daemon {
         let r = d.tmp.path().join(format!("replica{i}"));
         (r.join("inbox"), r.join("store"))
     };
+    let key = key_file(hosts.parent().expect("the hosts file's folder"));
+    let key = key.to_str().expect("a UTF-8 path");
     let hosts = hosts.to_str().expect("a UTF-8 path");
     let i = i.to_string();
     let mut args = vec![
+        "--cluster-key",
+        key,
         "--settle-ms",
         "200",
         "--poll-ms",
@@ -387,6 +409,8 @@ fn a_process_that_cannot_reach_its_peer_names_the_address() {
             .arg(d.store())
             .arg("--cluster")
             .arg(&hosts)
+            .arg("--cluster-key")
+            .arg(key_file(d.tmp.path()))
             .args(["--process", i, "--connect-timeout-secs", "2"])
             .output()
             .unwrap();
@@ -419,6 +443,8 @@ fn dnmf_and_ostc_are_refused_in_cluster_mode() {
             .arg(d.store())
             .arg("--cluster")
             .arg(&hosts)
+            .arg("--cluster-key")
+            .arg(key_file(d.tmp.path()))
             .args(["--process", "0", "--model", kind])
             .output()
             .unwrap();
@@ -448,4 +474,223 @@ fn dnmf_and_ostc_are_refused_in_cluster_mode() {
     assert_ne!(wait_exit(&mut replica.child, 60), Some(0));
     let log = std::fs::read_to_string(d.log()).unwrap();
     assert!(log.contains("one node only"), "{log}");
+}
+
+/// The line of `hosts` for process `i`.
+fn host(hosts: &Path, i: usize) -> String {
+    let text = std::fs::read_to_string(hosts).unwrap();
+    let mut lines = text.lines().filter(|l| !l.starts_with('#'));
+    lines.nth(i).unwrap().to_string()
+}
+
+/// A connection to `addr`, retried until something listens there.
+fn dial(addr: &str) -> TcpStream {
+    let t0 = Instant::now();
+    loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => {
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                return s;
+            }
+            Err(e) if t0.elapsed() > Duration::from_secs(30) => panic!("{addr}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// A hello that looks like a novad process's: magic, index, processes, workers, nonce.
+fn fake_hello(index: u64) -> Vec<u8> {
+    let mut b = b"novadcl2".to_vec();
+    for v in [index, 2, 1] {
+        b.extend(v.to_be_bytes());
+    }
+    b.extend([0x5a; 32]);
+    b
+}
+
+/// Whether the peer of `s` closed it without sending anything more.
+fn closed_silently(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 64];
+    matches!(s.read(&mut b), Ok(0) | Err(_))
+}
+
+/// Wait until the log of `d` holds `what`; returns the log.
+fn log_holds(d: &Dirs, what: &str) -> String {
+    wait_for(60, what, || {
+        std::fs::read_to_string(d.log()).is_ok_and(|l| l.contains(what))
+    });
+    std::fs::read_to_string(d.log()).unwrap()
+}
+
+/// One batch, and the verdicts one node gives it.
+fn one_batch() -> (Vec<(String, String)>, Vec<Seen>) {
+    let files = batches(1, 80);
+    let (_, verdicts1, _) = single_node(&files);
+    assert_eq!(verdicts1.len(), 80);
+    (files, verdicts1)
+}
+
+#[test]
+fn strangers_at_the_leaders_port_are_dropped_and_named_and_the_real_replica_joins() {
+    let (files, verdicts1) = one_batch();
+    let d = Dirs::new();
+    let hosts = hosts_file(d.tmp.path(), 2);
+    let leader = process(&d, &hosts, 0, MODEL);
+    let addr = host(&hosts, 0);
+    // garbage
+    let mut junk = dial(&addr);
+    junk.write_all(&[0xab; 128]).unwrap();
+    assert!(closed_silently(&mut junk), "the leader answered garbage");
+    // a hello as process 1 with a proof made without the key
+    let mut forger = dial(&addr);
+    forger.write_all(&fake_hello(1)).unwrap();
+    let mut answer = [0u8; 96];
+    forger.read_exact(&mut answer).unwrap();
+    forger.write_all(&[0x11; 32]).unwrap();
+    assert!(
+        closed_silently(&mut forger),
+        "the leader took a forged proof"
+    );
+    // a silent stranger, connected while the real replica joins
+    let silent = dial(&addr);
+    let log = log_holds(&d, "did not prove the cluster key");
+    for (s, why) in [
+        (&junk, "not a novad cluster process"),
+        (&forger, "did not prove the cluster key"),
+    ] {
+        let from = s.local_addr().unwrap().to_string();
+        assert!(
+            log.lines().any(
+                |l| l.contains(&format!("dropped a connection from {from}")) && l.contains(why)
+            ),
+            "{from} ({why}) not named: {log}"
+        );
+    }
+    let replica = process(&d, &hosts, 1, MODEL);
+    feed(&d, &files);
+    drop(silent);
+    assert_eq!(verdicts(&d), verdicts1, "the cluster's verdicts");
+    assert_eq!(stop(leader), 0, "leader exits cleanly");
+    let mut replica = replica;
+    assert_eq!(wait_exit(&mut replica.child, 60), Some(0));
+}
+
+#[test]
+fn a_stranger_listening_where_the_leader_should_be_is_rejected_by_the_replica() {
+    let (files, verdicts1) = one_batch();
+    let d = Dirs::new();
+    let hosts = hosts_file(d.tmp.path(), 2);
+    let addr = host(&hosts, 0);
+    let stranger = TcpListener::bind(&addr).unwrap();
+    let replica = process(&d, &hosts, 1, MODEL);
+    // first the replica's hello is answered with a hello as process 0 and a made-up proof:
+    // the replica must hang up without proving anything itself
+    let (mut s, _) = stranger.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut hello = [0u8; 64];
+    s.read_exact(&mut hello).unwrap();
+    assert_eq!(&hello[..8], b"novadcl2");
+    let mut fake = fake_hello(0);
+    fake.extend([0x22; 32]);
+    s.write_all(&fake).unwrap();
+    assert!(
+        closed_silently(&mut s),
+        "the replica went on with a stranger"
+    );
+    // then garbage, to its next try
+    let (mut s, _) = stranger.accept().unwrap();
+    s.write_all(&[0xcd; 128]).unwrap();
+    drop(s);
+    let log = log_holds(&d, "not a novad cluster process");
+    let named = format!("dropped the connection to process 0 at {addr}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains(&named) && l.contains("did not prove the cluster key")),
+        "{log}"
+    );
+    // the stranger goes, the real leader comes: the replica, still trying, joins it
+    drop(stranger);
+    let leader = process(&d, &hosts, 0, MODEL);
+    feed(&d, &files);
+    assert_eq!(verdicts(&d), verdicts1, "the cluster's verdicts");
+    assert_eq!(stop(leader), 0, "leader exits cleanly");
+    let mut replica = replica;
+    assert_eq!(wait_exit(&mut replica.child, 60), Some(0));
+}
+
+#[test]
+fn a_cluster_without_a_sound_key_file_is_refused_at_start() {
+    let d = Dirs::new();
+    let hosts = hosts_file(d.tmp.path(), 2);
+    let start = |key: Option<&Path>| {
+        let mut c = Command::new(bin());
+        c.args(["run", "--inbox"])
+            .arg(d.inbox())
+            .arg("--store")
+            .arg(d.store())
+            .arg("--cluster")
+            .arg(&hosts)
+            .args(["--process", "0", "--connect-timeout-secs", "30"]);
+        if let Some(k) = key {
+            c.arg("--cluster-key").arg(k);
+        }
+        let t0 = Instant::now();
+        let out = c.output().unwrap();
+        assert!(!out.status.success(), "started with key {key:?}");
+        assert!(t0.elapsed() < Duration::from_secs(20), "refused only late");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = start(None);
+    assert!(
+        err.contains("novad cluster-key FILE") && err.contains("--cluster-key"),
+        "{err}"
+    );
+    let open = d.tmp.path().join("open.key");
+    std::fs::write(&open, [7u8; 32]).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = start(Some(&open));
+    assert!(
+        err.contains(open.to_str().unwrap()) && err.contains("0644"),
+        "{err}"
+    );
+    let short = d.tmp.path().join("short.key");
+    std::fs::write(&short, [7u8; 16]).unwrap();
+    std::fs::set_permissions(&short, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let err = start(Some(&short));
+    assert!(
+        err.contains(short.to_str().unwrap()) && err.contains("16 bytes"),
+        "{err}"
+    );
+    // `novad cluster-key` wrote the cluster's key 0600, 32 bytes, and will not overwrite it
+    let key = key_file(d.tmp.path());
+    let meta = std::fs::metadata(&key).unwrap();
+    assert_eq!((meta.permissions().mode() & 0o777, meta.len()), (0o600, 32));
+    let before = std::fs::read(&key).unwrap();
+    let out = novad(&["cluster-key", key.to_str().unwrap()]);
+    assert!(!out.status.success(), "a key was overwritten");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exists already"));
+    assert_eq!(std::fs::read(&key).unwrap(), before);
+}
+
+/// After the handshake peers are trusted, but a peer that then sends bytes timely cannot
+/// take, or goes away, stops the process with status 3 and a message, never an abort.
+#[test]
+fn a_peer_that_sends_junk_after_the_handshake_stops_the_leader_with_status_3() {
+    let d = Dirs::new();
+    let hosts = hosts_file(d.tmp.path(), 2);
+    let mut leader = process(&d, &hosts, 0, MODEL);
+    let key = ClusterKey::load(&key_file(d.tmp.path())).unwrap();
+    let me = Shape {
+        process: 1,
+        processes: 2,
+        workers: 1,
+    };
+    let mut s = dial(&host(&hosts, 0));
+    auth::initiate(&mut s, &key, me, 0).unwrap();
+    log_holds(&d, "every peer connected");
+    s.write_all(&[0u8; 128]).unwrap();
+    drop(s);
+    assert_eq!(wait_exit(&mut leader.child, 60), Some(3), "exit status");
+    let log = std::fs::read_to_string(d.log()).unwrap();
+    assert!(log.contains("lost the connection"), "{log}");
 }

@@ -1,4 +1,5 @@
-//! Scale-out of the ℓ1 model across processes (`novad run --cluster HOSTFILE --process I`).
+//! Scale-out of the ℓ1 model across processes (`novad run --cluster HOSTFILE --process I
+//! --cluster-key FILE`).
 //!
 //! Process 0 leads: it runs the daemon (inbox, store, commits) exactly as `novad run` does,
 //! except that every step is shared with the other workers of the cluster. Every worker holds
@@ -32,6 +33,10 @@
 //! which ends that step on every replica. A batch file is moved to `processed/` only once
 //! its last timestep is durable.
 //!
+//! Every connection between two processes starts with a mutual proof that both hold the
+//! cluster's key ([`auth`], `--cluster-key FILE`); a stranger is dropped and named before it
+//! is sent anything, and timely only ever gets sockets whose peer proved the key.
+//!
 //! Communication is timely-dataflow over TCP ([`net`]): one all-gather round per exchange,
 //! one timely epoch per round, complete on a worker as soon as every worker's payload has
 //! arrived; a round can be begun before its result is needed, so the batch travels while the
@@ -40,6 +45,7 @@
 //! lose their connection and stop (exit status 3); the leader's store holds the last durable
 //! timestep, from which a restarted cluster resumes. dnmf and ostc run on one node only.
 
+pub mod auth;
 mod net;
 mod pool;
 mod protocol;
@@ -49,6 +55,7 @@ mod sides;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use thiserror::Error;
@@ -75,6 +82,8 @@ pub struct ClusterConfig {
     pub workers: usize,
     /// How long to wait for the peers at start.
     pub connect_timeout: Duration,
+    /// The key every process of the cluster proves it holds before it is connected.
+    pub key: auth::ClusterKey,
 }
 
 #[derive(Debug, Error)]
@@ -104,6 +113,13 @@ pub enum ClusterError {
     },
     #[error("peer at {addr}: {why}")]
     Handshake { addr: String, why: String },
+    #[error(
+        "a cluster needs a shared key: create one with `novad cluster-key FILE`, copy it \
+         (mode 0600) to every process of the cluster and start each with --cluster-key FILE"
+    )]
+    NoKey,
+    #[error(transparent)]
+    Key(#[from] auth::KeyError),
     #[error("the {0} model runs on one node only; the cluster mode is for the l1 model")]
     SingleNode(ModelKind),
     #[error("cluster protocol: {0}")]
@@ -145,13 +161,17 @@ pub fn read_hosts(path: &Path) -> Result<Vec<String>, ClusterError> {
 }
 
 impl ClusterConfig {
-    /// The configuration of process `process` from `hostfile`.
+    /// The configuration of process `process` from `hostfile`, with the key of the key file
+    /// `key` (refused unless it is readable by its owner only and long enough:
+    /// [`auth::ClusterKey::load`]; no key file at all is refused too).
     pub fn new(
         hostfile: &Path,
         process: usize,
         workers: usize,
         connect_timeout: Duration,
+        key: Option<&Path>,
     ) -> Result<ClusterConfig, ClusterError> {
+        let key = auth::ClusterKey::load(key.ok_or(ClusterError::NoKey)?)?;
         let hosts = read_hosts(hostfile)?;
         if process >= hosts.len() {
             return Err(ClusterError::Hosts {
@@ -168,14 +188,32 @@ impl ClusterConfig {
             process,
             workers: workers.max(1),
             connect_timeout,
+            key,
         })
     }
 }
 
-/// A lost peer shows up as a panic of one of timely's communication threads: stop the whole
-/// process with a clear message (the store, if this is the leader, holds the last committed
-/// timestep; nothing is half-applied).
+/// Whether a panic is timely's communication failing: a panic on one of its send or receive
+/// threads (`timely:send-N`, `timely:recv-N`: a connection lost, reset, or carrying bytes
+/// that are not timely's), or one of the panics that follow it on the other threads (a
+/// worker finding its channel poisoned, the communication guard finding its threads gone).
+fn is_lost_peer(thread: Option<&str>, msg: &str) -> bool {
+    thread.is_some_and(|t| t.starts_with("timely:send-") || t.starts_with("timely:recv-"))
+        || msg.starts_with("timely communication error")
+        || msg.starts_with("MergeQueue poisoned")
+        || msg.starts_with("MergeQueue mutex poisoned")
+        || msg.starts_with("Send thread panic")
+        || msg.starts_with("Recv thread panic")
+}
+
+/// A lost peer shows up as a panic of one of timely's communication threads, and then of
+/// others: stop the whole process with status [`EXIT_PEER_LOST`] and one clear message
+/// (the store, if this is the leader, holds the last committed timestep; nothing is
+/// half-applied). The first such panic exits; a thread that panics for the same cause while
+/// the process exits waits instead of unwinding, so no second panic can abort the process.
+/// Any other panic goes to the previous hook.
 fn stop_on_lost_peer() {
+    static STOPPING: AtomicBool = AtomicBool::new(false);
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let msg = info
@@ -184,7 +222,12 @@ fn stop_on_lost_peer() {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
-        if msg.starts_with("timely communication error") {
+        if is_lost_peer(std::thread::current().name(), msg) {
+            if STOPPING.swap(true, Ordering::SeqCst) {
+                loop {
+                    std::thread::park();
+                }
+            }
             eprintln!(
                 "novad: lost the connection to a process of the cluster ({msg}); stopping. \
                  Restart every process: the cluster resumes from the last committed timestep."

@@ -1,17 +1,21 @@
 //! The connections between the processes of a cluster and the one collective the step needs:
 //! an all-gather over timely-dataflow, one epoch per round.
 //!
-//! Connections are made here rather than by timely's own start-up (which retries forever and
-//! prints to stdout): process i connects to every process j < i and accepts every j > i, each
-//! with a deadline, and each connection starts with a handshake naming the sender and the
-//! cluster's shape, so a process that cannot reach a peer, or reaches the wrong one, fails with
-//! an error naming the address. The connected sockets are then handed to timely.
+//! Connections are made here rather than by timely's own start-up (which retries forever,
+//! prints to stdout and trusts whoever connects): process i connects to every process j < i
+//! and accepts every j > i, each with a deadline, and each connection starts with the
+//! handshake of [`super::auth`], in which both ends prove they hold the cluster key and state
+//! their index and the cluster's shape. A process that cannot reach a peer fails with an error
+//! naming the address; a connection that fails the handshake is dropped with a warning naming
+//! it, and the process goes on waiting for the real peer. The connected sockets are then
+//! handed to timely.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use timely::communication::allocator::zero_copy::initialize::{
@@ -25,129 +29,266 @@ use timely::dataflow::operators::{Input, Inspect, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 
+use super::auth::{self, HandshakeError, Shape};
 use super::{ClusterConfig, ClusterError};
 
-/// First bytes of every connection between two processes of a cluster.
-const MAGIC: &[u8; 8] = b"novadcl1";
+/// Longest a connection may take over each read or write of its handshake: a peer that says
+/// nothing for this long is dropped (and a dialled one tried again).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// What a process says about itself when it opens a connection: magic, its index, the number
-/// of processes and of workers per process (both sides must agree on the last two).
-fn hello(cfg: &ClusterConfig) -> Vec<u8> {
-    let mut b = MAGIC.to_vec();
-    for v in [cfg.process, cfg.hosts.len(), cfg.workers] {
-        b.extend((v as u64).to_be_bytes());
-    }
-    b
+/// Most handshakes the listener runs at once; a connection beyond them is dropped at once.
+const MAX_HANDSHAKES: usize = 64;
+
+/// What the listening thread reports.
+enum Joined {
+    /// A peer proved the key and was accepted as this process.
+    Peer(usize, TcpStream),
+    /// A connection failed its handshake and was dropped.
+    Failed(SocketAddr, HandshakeError),
+    /// Listening failed.
+    Listen(std::io::Error),
 }
 
-/// Read and check a peer's hello; returns its process index.
-fn read_hello(s: &mut TcpStream, cfg: &ClusterConfig) -> Result<usize, String> {
-    let mut b = [0u8; 32];
-    s.read_exact(&mut b)
-        .map_err(|e| format!("no handshake: {e}"))?;
-    if &b[..8] != MAGIC {
-        return Err("not a novad cluster process".into());
+/// This process's place in the cluster, as the handshake states it.
+fn shape(cfg: &ClusterConfig) -> Shape {
+    Shape {
+        process: cfg.process,
+        processes: cfg.hosts.len(),
+        workers: cfg.workers,
     }
-    let field =
-        |i: usize| u64::from_be_bytes(b[8 + 8 * i..16 + 8 * i].try_into().unwrap()) as usize;
-    let (index, processes, workers) = (field(0), field(1), field(2));
-    if processes != cfg.hosts.len() || workers != cfg.workers {
-        return Err(format!(
-            "it runs {processes} processes × {workers} workers, this one {} × {}",
-            cfg.hosts.len(),
-            cfg.workers
-        ));
-    }
-    Ok(index)
 }
 
-/// Connect to every other process of the cluster, within `cfg.connect_timeout`.
+/// The read and write timeout of a handshake.
+fn handshake_timeout(cfg: &ClusterConfig) -> Duration {
+    HANDSHAKE_TIMEOUT.min(cfg.connect_timeout.max(Duration::from_millis(100)))
+}
+
+/// Set `s`'s handshake timeouts (`Some`) or clear them for timely (`None`).
+fn timeouts(s: &TcpStream, t: Option<Duration>) -> std::io::Result<()> {
+    s.set_nonblocking(false)?;
+    s.set_read_timeout(t)?;
+    s.set_write_timeout(t)?;
+    s.set_nodelay(true)
+}
+
+/// Connect to every other process of the cluster, within `cfg.connect_timeout`: dial every
+/// process with a lower index and take a connection from every process with a higher one.
+///
+/// A socket is returned only once both ends proved they hold the cluster key
+/// ([`auth`]). A connection that fails its handshake — a stranger, garbage, a different
+/// key, silence past the handshake timeout, an early close — is dropped with a warning
+/// naming its address and why, and this process goes on listening for, or dialling, the
+/// real peer until the deadline. Only a peer that proved the key but is set up differently
+/// (another cluster shape, a process index taken twice) stops the start at once. Incoming
+/// handshakes run on threads of their own, so a silent connection holds up no other.
 pub fn connect(cfg: &ClusterConfig) -> Result<Vec<Option<TcpStream>>, ClusterError> {
     let me = cfg.process;
     let deadline = Instant::now() + cfg.connect_timeout;
-    let listener = TcpListener::bind(&cfg.hosts[me]).map_err(|e| ClusterError::Listen {
+    let listen_err = |e| ClusterError::Listen {
         addr: cfg.hosts[me].clone(),
         source: e,
-    })?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| ClusterError::Listen {
-            addr: cfg.hosts[me].clone(),
-            source: e,
-        })?;
+    };
+    let listener = TcpListener::bind(&cfg.hosts[me]).map_err(listen_err)?;
+    listener.set_nonblocking(true).map_err(listen_err)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let listening = {
+        let (cfg, stop) = (cfg.clone(), Arc::clone(&stop));
+        std::thread::Builder::new()
+            .name("novad:cluster-listen".into())
+            .spawn(move || listen(listener, &cfg, &stop, &tx))
+            .map_err(listen_err)?
+    };
+    let r = join(cfg, deadline, &rx);
+    stop.store(true, Ordering::SeqCst);
+    let _ = listening.join();
+    r
+}
+
+/// Dial the lower processes, then collect the higher ones from the listening thread.
+fn join(
+    cfg: &ClusterConfig,
+    deadline: Instant,
+    rx: &mpsc::Receiver<Joined>,
+) -> Result<Vec<Option<TcpStream>>, ClusterError> {
+    let me = cfg.process;
     let mut sockets: Vec<Option<TcpStream>> = (0..cfg.hosts.len()).map(|_| None).collect();
     for (j, addr) in cfg.hosts.iter().enumerate().take(me) {
-        let s = loop {
-            let last = match TcpStream::connect(addr) {
-                Ok(s) => break s,
-                Err(e) => e.to_string(),
-            };
-            if Instant::now() >= deadline {
-                return Err(ClusterError::Unreachable {
-                    process: j,
-                    addr: addr.clone(),
-                    secs: cfg.connect_timeout.as_secs(),
-                    last,
-                });
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        };
-        let mut s = s;
-        let io = |e: std::io::Error| ClusterError::Handshake {
-            addr: addr.clone(),
-            why: e.to_string(),
-        };
-        s.set_nodelay(true).map_err(io)?;
-        s.write_all(&hello(cfg)).map_err(io)?;
-        sockets[j] = Some(s);
+        sockets[j] = Some(dial(cfg, j, addr, deadline)?);
     }
     while sockets
         .iter()
         .enumerate()
         .any(|(j, s)| j > me && s.is_none())
     {
-        match listener.accept() {
-            Ok((mut s, peer)) => {
-                let why = |w: String| ClusterError::Handshake {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(Joined::Peer(j, s)) => sockets[j] = Some(s),
+            Ok(Joined::Failed(peer, e)) if e.is_fatal() => {
+                return Err(ClusterError::Handshake {
                     addr: peer.to_string(),
-                    why: w,
-                };
-                s.set_nonblocking(false).map_err(|e| why(e.to_string()))?;
-                s.set_read_timeout(Some(cfg.connect_timeout))
-                    .map_err(|e| why(e.to_string()))?;
-                let j = read_hello(&mut s, cfg).map_err(why)?;
-                if j <= me || j >= cfg.hosts.len() || sockets[j].is_some() {
-                    return Err(why(format!("unexpected process index {j}")));
-                }
-                s.set_read_timeout(None).map_err(|e| why(e.to_string()))?;
-                s.set_nodelay(true).map_err(|e| why(e.to_string()))?;
-                sockets[j] = Some(s);
+                    why: e.to_string(),
+                })
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    let missing: Vec<String> = sockets
-                        .iter()
-                        .enumerate()
-                        .filter(|&(j, s)| j > me && s.is_none())
-                        .map(|(j, _)| format!("process {j} at {}", cfg.hosts[j]))
-                        .collect();
-                    return Err(ClusterError::NotJoined {
-                        listen: cfg.hosts[me].clone(),
-                        secs: cfg.connect_timeout.as_secs(),
-                        missing: missing.join(", "),
-                    });
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => {
+            Ok(Joined::Failed(peer, e)) => tracing::warn!(
+                "dropped a connection from {peer} to the cluster port {}: {e}",
+                cfg.hosts[me]
+            ),
+            Ok(Joined::Listen(e)) => {
                 return Err(ClusterError::Listen {
                     addr: cfg.hosts[me].clone(),
                     source: e,
                 })
             }
+            Err(_) => {
+                let missing: Vec<String> = sockets
+                    .iter()
+                    .enumerate()
+                    .filter(|&(j, s)| j > me && s.is_none())
+                    .map(|(j, _)| format!("process {j} at {}", cfg.hosts[j]))
+                    .collect();
+                return Err(ClusterError::NotJoined {
+                    listen: cfg.hosts[me].clone(),
+                    secs: cfg.connect_timeout.as_secs(),
+                    missing: missing.join(", "),
+                });
+            }
         }
     }
     Ok(sockets)
+}
+
+/// Dial process `j` at `addr` until it answers and passes the handshake, or the deadline.
+fn dial(
+    cfg: &ClusterConfig,
+    j: usize,
+    addr: &str,
+    deadline: Instant,
+) -> Result<TcpStream, ClusterError> {
+    loop {
+        let last = match TcpStream::connect(addr) {
+            Ok(mut s) => {
+                let r = timeouts(&s, Some(handshake_timeout(cfg)))
+                    .map_err(|e| HandshakeError::Io {
+                        stage: "connecting",
+                        why: e.to_string(),
+                    })
+                    .and_then(|()| auth::initiate(&mut s, &cfg.key, shape(cfg), j))
+                    .and_then(|()| {
+                        timeouts(&s, None).map_err(|e| HandshakeError::Io {
+                            stage: "connecting",
+                            why: e.to_string(),
+                        })
+                    });
+                match r {
+                    Ok(()) => return Ok(s),
+                    Err(e) if e.is_fatal() => {
+                        return Err(ClusterError::Handshake {
+                            addr: addr.to_string(),
+                            why: e.to_string(),
+                        })
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            "dropped the connection to process {j} at {addr}: the peer there {e}; \
+                             trying again"
+                        );
+                        format!("the peer there {e}")
+                    }
+                }
+            }
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() >= deadline {
+            return Err(ClusterError::Unreachable {
+                process: j,
+                addr: addr.to_string(),
+                secs: cfg.connect_timeout.as_secs(),
+                last,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Take connections at `listener` until `stop`: each runs its handshake on a thread of its
+/// own (at most [`MAX_HANDSHAKES`] at once) and reports to `tx`. A process index is
+/// accepted once; the peer is told so only after it is claimed here.
+fn listen(
+    listener: TcpListener,
+    cfg: &ClusterConfig,
+    stop: &AtomicBool,
+    tx: &mpsc::Sender<Joined>,
+) {
+    let claimed = Arc::new(Mutex::new(vec![false; cfg.hosts.len()]));
+    let running = Arc::new(AtomicUsize::new(0));
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((s, peer)) => {
+                if running.load(Ordering::SeqCst) >= MAX_HANDSHAKES {
+                    let e = HandshakeError::Io {
+                        stage: "connecting",
+                        why: format!("{MAX_HANDSHAKES} handshakes are under way already"),
+                    };
+                    let _ = tx.send(Joined::Failed(peer, e));
+                    continue;
+                }
+                running.fetch_add(1, Ordering::SeqCst);
+                let (cfg, tx) = (cfg.clone(), tx.clone());
+                let (claimed, counter) = (Arc::clone(&claimed), Arc::clone(&running));
+                let spawned = std::thread::Builder::new()
+                    .name("novad:cluster-handshake".into())
+                    .spawn(move || {
+                        let r = take(s, &cfg, &claimed);
+                        counter.fetch_sub(1, Ordering::SeqCst);
+                        let _ = tx.send(match r {
+                            Ok((j, s)) => Joined::Peer(j, s),
+                            Err(e) => Joined::Failed(peer, e),
+                        });
+                    });
+                if spawned.is_err() {
+                    // the connection went with the closure; it is dropped
+                    running.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionAborted => {}
+            Err(e) => {
+                let _ = tx.send(Joined::Listen(e));
+                return;
+            }
+        }
+    }
+}
+
+/// The listening side of one connection: its handshake, then its claim on the process index
+/// it proved (a second claim is a misconfiguration), then the word that it is accepted.
+fn take(
+    mut s: TcpStream,
+    cfg: &ClusterConfig,
+    claimed: &Mutex<Vec<bool>>,
+) -> Result<(usize, TcpStream), HandshakeError> {
+    let setup = |e: std::io::Error| HandshakeError::Io {
+        stage: "connecting",
+        why: e.to_string(),
+    };
+    timeouts(&s, Some(handshake_timeout(cfg))).map_err(setup)?;
+    let j = auth::answer(&mut s, &cfg.key, shape(cfg))?;
+    {
+        let mut claimed = claimed.lock().unwrap_or_else(|p| p.into_inner());
+        if claimed[j] {
+            return Err(HandshakeError::Misconfigured(format!(
+                "a second process {j} (a process of this cluster is connected as {j} already)"
+            )));
+        }
+        claimed[j] = true;
+    }
+    auth::accept(&mut s)?;
+    timeouts(&s, None).map_err(setup)?;
+    Ok((j, s))
 }
 
 /// Timely's allocators over the connected sockets (`workers` threads in this process).
@@ -503,6 +644,7 @@ mod tests {
                     process,
                     workers: 1,
                     connect_timeout: Duration::from_secs(30),
+                    key: auth::ClusterKey::from_secret(b"the key of this test's cluster.."),
                 };
                 let chans = std::sync::Arc::clone(&chans);
                 std::thread::spawn(move || {
