@@ -42,8 +42,8 @@ fn hog(addr: String, n: usize, stop: Arc<AtomicBool>, closed: Arc<AtomicUsize>) 
     }
 }
 
-/// 600 sockets that connect, send nothing and come back when closed take every connection
-/// slot the server has (512): authorised requests must still be answered, each within 5 s.
+/// 600 sockets that connect, send nothing and come back when closed (more than the server's
+/// 512 connection slots): authorised requests must still be answered, each within 5 s.
 #[test]
 fn silent_sockets_do_not_starve_authorised_requests() {
     let d = Dirs::new();
@@ -86,9 +86,25 @@ fn silent_sockets_do_not_starve_authorised_requests() {
     hogs.join().unwrap();
     let closed = closed.load(Ordering::SeqCst);
     eprintln!("answered {answered} of 44, slowest {slowest:?}; silent sockets closed by the server: {closed}");
+    if answered < 42 {
+        eprintln!(
+            "{}",
+            std::fs::read_to_string(d.log())
+                .unwrap_or_default()
+                .lines()
+                .rev()
+                .take(15)
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
     assert!(
         answered >= 42,
         "answered {answered} of 44 under 600 silent sockets"
     );
-    assert!(closed >= 88, "the hogs were never closed: {closed}");
+    // silent sockets are closed after their first-byte deadline (5 s), not kept for ever
+    assert!(
+        closed >= 300,
+        "the silent sockets were not closed: {closed}"
+    );
 }

@@ -319,11 +319,28 @@ async fn serve(
     Ok(resp)
 }
 
+/// Raise the process's soft limit of open descriptors to `want` (at most the hard limit), so
+/// the connections the server admits fit beside the store's files. Failing is harmless: the
+/// accept loop backs off when descriptors run out.
+fn raise_fd_limit(want: usize) {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid out-parameter for getrlimit, then the same struct passed back.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < want as libc::rlim_t {
+            l.rlim_cur = (want as libc::rlim_t).min(l.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
+}
+
 /// Accept connections and serve each with HTTP/1.1 (keep-alive; the first byte must arrive
 /// within [`silent::FIRST_BYTE`], the request head within [`Limits::request_timeout`] and fit
-/// in [`Limits::max_request_bytes`]). With [`guard::MAX_CONNECTIONS`] open connections, a new
-/// one takes the place of the oldest that has sent nothing yet, or is closed when every open
-/// connection has spoken.
+/// in [`Limits::max_request_bytes`]). At most [`silent::MAX_SILENT`] connections wait for
+/// their first byte (the oldest is closed to make room); a connection that spoke takes one of
+/// [`guard::MAX_CONNECTIONS`] slots, or is closed when none is free.
 async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
@@ -334,6 +351,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
     };
     let (app, unguarded) = routes::router(Arc::clone(&state));
     refresh_after_commits(Arc::clone(&state), unguarded);
+    raise_fd_limit(silent::MAX_SILENT + guard::MAX_CONNECTIONS + 512);
     let open = Arc::new(AtomicUsize::new(0));
     let silent = silent::Silent::default();
     let limits = state.limits;
@@ -347,19 +365,21 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
                 continue;
             }
         };
-        // full: make room by closing the oldest connection that has not said anything yet;
-        // only when every slot holds a connection that spoke is the new one turned away
-        if open.load(Ordering::SeqCst) >= guard::MAX_CONNECTIONS && !silent.evict_oldest() {
-            drop(stream);
-            continue;
+        // silence is cheap (a descriptor and a waiting task) and bounded on its own: past
+        // MAX_SILENT the oldest silent connection makes room; the slots are for connections
+        // that speak, so silent sockets cannot keep a speaking client out
+        if silent.len() >= silent::MAX_SILENT {
+            silent.evict_oldest();
         }
-        open.fetch_add(1, Ordering::SeqCst);
         let open = Arc::clone(&open);
         let app = app.clone();
         let state = Arc::clone(&state);
         let entry = silent.enter();
         tokio::spawn(async move {
             if !silent::first_byte(&stream, entry).await {
+                return;
+            }
+            if open.fetch_add(1, Ordering::SeqCst) >= guard::MAX_CONNECTIONS {
                 open.fetch_sub(1, Ordering::SeqCst);
                 return;
             }

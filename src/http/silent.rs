@@ -1,12 +1,13 @@
 //! Connections that have not sent a byte yet, so that they cannot keep real clients out.
 //!
 //! Every accepted connection first waits for its first byte, for at most [`FIRST_BYTE`]; until
-//! then it is *silent* and registered here, oldest first. When every connection slot is taken,
-//! the server closes the oldest silent connection to make room for the new one instead of
-//! turning the new one away ([`Silent::evict_oldest`]). A client that sends its request at once
-//! (every browser and HTTP library) leaves the register within a round trip, so hundreds of
-//! sockets that connect and say nothing can take slots only from each other, never from a
-//! client that speaks.
+//! then it is *silent*, registered here oldest first, and holds no connection slot (only a
+//! descriptor and a waiting task). At most [`MAX_SILENT`] are kept: beyond, the oldest silent
+//! connection is closed to make room ([`Silent::evict_oldest`]). A client that sends its
+//! request at once (every browser and HTTP library) leaves the register within a round trip
+//! and only then takes a slot, so sockets that connect and say nothing never take a slot from
+//! a client that speaks. Closing silent sockets sparingly matters too: a client that
+//! reconnects whenever it is closed would otherwise turn each close into an accept storm.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -15,7 +16,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// Longest wait for a connection's first byte; it is closed after.
-pub const FIRST_BYTE: Duration = Duration::from_secs(1);
+pub const FIRST_BYTE: Duration = Duration::from_secs(5);
+/// Most connections waiting for their first byte at once.
+pub const MAX_SILENT: usize = 2048;
 
 /// The register of silent connections, oldest first.
 #[derive(Clone, Default)]
@@ -63,8 +66,8 @@ impl Silent {
     }
 
     /// Connections silent now.
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
