@@ -1,4 +1,5 @@
-//! Text to vectors: tokenizers (classic and Unicode), a bounded streaming vocabulary, TF-IDF columns of unit ℓ1 norm.
+//! Text to vectors: tokenizers (classic and Unicode), a bounded streaming vocabulary, TF-IDF
+//! columns of unit ℓ1 norm.
 
 mod stopwords;
 mod tokenize;

@@ -31,7 +31,7 @@ use super::{cikm_protocol, spherical_kmeans_best, CikmSizes, EvalError};
 use crate::corpus::read_20news;
 use novad_models::dnmf::weight::weigh;
 use novad_models::dnmf::{DnmfModel, DnmfParams};
-use novad_models::text::{SparseDoc, Tokenizer, Vocabulary};
+use novad_models::text::{SparseDoc, Vocabulary};
 
 /// Arguments of the dynamic-NMF evaluation.
 mod report;
