@@ -161,10 +161,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::Config::new().path(dir.path()).open().unwrap();
         let meta = db.open_tree(META).unwrap();
-        // format-4 stores predate the hybrid detector
+        // format-4 stores predate the hybrid detector, the events and the tokenizer choice
         let mut want = Params {
             hybrid: None,
             events: None,
+            tokenizer: None,
             topics: Some(TopicParams::default()),
             ..Default::default()
         };
