@@ -70,25 +70,29 @@ impl ParamsV3 {
             text: self.text,
             hybrid: None,
             events: None,
+            tokenizer: None,
         }
     }
 }
 
-/// Format-4 parameters are today's [`Params`] without its last two fields, `hybrid` (which
-/// came with JSON parameters) and `events`: decode them with postcard's one-byte `None`
-/// appended for each.
+/// Format-4 parameters are today's [`Params`] without its last three fields, `hybrid` (which
+/// came with JSON parameters), `events` and `tokenizer`: decode them with postcard's one-byte
+/// `None` appended for each.
 fn decode_v4(bytes: &[u8]) -> Option<Params> {
     let mut b = bytes.to_vec();
-    b.extend([0, 0]);
+    b.extend([0, 0, 0]);
     exact(&b)
 }
 
 /// [`Params`] (without a hybrid detector or events) in the format-4 encoding.
 fn encode_v4(p: &Params) -> Result<Vec<u8>, String> {
-    if p.hybrid.is_some() || p.events.is_some() {
-        return Err("format-4 parameters have no hybrid detector and no events".into());
+    if p.hybrid.is_some() || p.events.is_some() || p.tokenizer.is_some() {
+        return Err(
+            "format-4 parameters have no hybrid detector, no events and the classic tokenizer"
+                .into(),
+        );
     }
-    Ok(novad_models::model::params_image(p, &[true, true]))
+    Ok(novad_models::model::params_image(p, &[true, true, true]))
 }
 
 /// Decode `bytes` as exactly one `T` (no trailing bytes).
@@ -157,10 +161,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::Config::new().path(dir.path()).open().unwrap();
         let meta = db.open_tree(META).unwrap();
-        // format-4 stores predate the hybrid detector
+        // format-4 stores predate the hybrid detector, the events and the tokenizer choice
         let mut want = Params {
             hybrid: None,
             events: None,
+            tokenizer: None,
             topics: Some(TopicParams::default()),
             ..Default::default()
         };

@@ -39,7 +39,7 @@ fn main() {
             .or_default()
             .push(v);
     }
-    let mut vz = StreamVectorizer::new(&params.text);
+    let mut vz = StreamVectorizer::new(&params.text, params.tokenizer);
     let mut model = novad_models::Model::new(params.clone()).unwrap();
     let fractions = [0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.7, 1.0];
     let mut sums: HashMap<(String, &str), (f64, f64, f64, usize)> = HashMap::new();

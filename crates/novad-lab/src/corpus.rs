@@ -101,7 +101,7 @@ pub fn read_20news(path: &Path) -> Result<Vec<Post>, CorpusError> {
 /// the whole corpus (the default tokenizer, a vocabulary that keeps every term), as (term key,
 /// weight) pairs, in post order.
 pub fn keyed_vectors(posts: &[Post]) -> Vec<Vec<(u64, f64)>> {
-    let tok = novad_models::Params::default().text.tokenizer();
+    let tok = novad_models::Params::default().tokenizer();
     let tokens: Vec<Vec<String>> = posts.iter().map(|p| tok.tokens(&p.text)).collect();
     let mut vocab = Vocabulary::new(10_000_000);
     let (counts, _) = vocab.observe(&tokens, 0);

@@ -112,13 +112,18 @@ impl ModelParams {
     pub fn from_postcard(kind: ModelKind, bytes: &[u8]) -> Result<ModelParams, ParamsFormatError> {
         Ok(match kind {
             ModelKind::L1 => {
-                // those stores predate the hybrid detector and the events, the last fields:
-                // decode their Nones
+                // those stores predate the hybrid detector, the events and the tokenizer
+                // choice, the last fields: decode their Nones
                 let mut with_none = bytes.to_vec();
-                with_none.extend([0, 0]);
+                with_none.extend([0, 0, 0]);
                 ModelParams::L1(postcard::from_bytes(&with_none)?)
             }
-            ModelKind::Dnmf => ModelParams::Dnmf(postcard::from_bytes(bytes)?),
+            ModelKind::Dnmf => {
+                // they predate the tokenizer choice, the last field: decode its None
+                let mut with_none = bytes.to_vec();
+                with_none.push(0);
+                ModelParams::Dnmf(postcard::from_bytes(&with_none)?)
+            }
             ModelKind::Ostc => ModelParams::Ostc(OstcParams::from_stored(bytes)?),
         })
     }
@@ -772,14 +777,12 @@ impl Engine {
         let mut out = match &self.model {
             Inner::L1(m) => m.to_bytes(),
             Inner::Dnmf(m) => {
-                parts_digest_bytes(m.as_ref(), postcard::to_stdvec(m.params()).expect("params"))
+                let p = m.params();
+                parts_digest_bytes(m.as_ref(), params_image(p, &[p.tokenizer.is_none()]))
             }
             Inner::Ostc(m) => {
                 let p = m.params();
-                parts_digest_bytes(
-                    m.as_ref(),
-                    params_image(p, &[HybridParams::image_drops_trailing_none(&p.hybrid)]),
-                )
+                parts_digest_bytes(m.as_ref(), params_image(p, &p.image_drops()))
             }
         };
         let sections = [

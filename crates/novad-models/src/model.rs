@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::text::{SparseDoc, Tokenizer, Vocabulary};
+use crate::text::{SparseDoc, Tokenizer, TokenizerVersion, Vocabulary};
 
 /// A document of a batch: only its text matters to the engine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -315,7 +315,10 @@ pub enum TopicKind {
     Continuing,
 }
 
-/// Tokenizer and vocabulary settings.
+/// Tokenizer and vocabulary settings. Which tokenizer rules apply is not among them: a model's
+/// parameter set names it in its last field (`tokenizer`, a [`TokenizerVersion`]; absent = the
+/// classic rules), so that stores created before the choice existed keep their tokenizer and
+/// their digests.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextParams {
     /// Vocabulary bound (terms); see [`crate::text::Vocabulary`] for the eviction policy. ≥ 10.
@@ -328,9 +331,10 @@ pub struct TextParams {
 }
 
 impl TextParams {
-    /// The tokenizer these settings describe.
-    pub fn tokenizer(&self) -> Tokenizer {
-        Tokenizer::new(
+    /// The tokenizer these settings describe, with the rules of `version` (`None`: classic).
+    pub fn tokenizer(&self, version: Option<TokenizerVersion>) -> Tokenizer {
+        Tokenizer::with_version(
+            version,
             self.min_token_len,
             self.max_token_len,
             self.builtin_stop_words,

@@ -184,19 +184,21 @@ fn parameters_written_before_score_rules_load_with_the_defaults() {
 #[test]
 fn stored_parameters_without_the_score_fields_decode_with_the_defaults() {
     // stores up to format 4 predate the hybrid detector: their parameters decode without it
+    // and the tokenizer choice
     let p = OstcParams {
         seed: 42,
         k: 17,
         hybrid: None,
+        tokenizer: None,
         ..OstcParams::default()
     };
     let with_hybrid_field = postcard::to_stdvec(&p).unwrap();
     assert_eq!(
-        with_hybrid_field.last(),
-        Some(&0),
-        "the trailing None of `hybrid`"
+        with_hybrid_field[with_hybrid_field.len() - 2..],
+        [0, 0],
+        "the trailing Nones of `hybrid` and `tokenizer`"
     );
-    let bytes = &with_hybrid_field[..with_hybrid_field.len() - 1];
+    let bytes = &with_hybrid_field[..with_hybrid_field.len() - 2];
     assert_eq!(OstcParams::from_stored(bytes).unwrap(), p);
     // the layout before the score fields is the prefix without their 10 bytes (enum tag,
     // None tag, f64)

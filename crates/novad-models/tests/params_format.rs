@@ -39,7 +39,42 @@ fn parameters_written_before_a_field_existed_load_with_its_default() {
         back.as_object_mut().unwrap().remove("events"),
         Some(serde_json::Value::Null)
     );
+    // and the tokenizer choice: it keeps the classic tokenizer
+    assert!(p.tokenizer.is_none());
+    assert_eq!(
+        back.as_object_mut().unwrap().remove("tokenizer"),
+        Some(serde_json::Value::Null)
+    );
     assert_eq!(back, old);
+}
+
+/// A store's parameters written before the tokenizer choice existed (the field absent) keep the
+/// classic tokenizer for every model kind, while new defaults name the Unicode one.
+#[test]
+fn parameters_without_a_tokenizer_keep_the_classic_one() {
+    use novad_models::text::TokenizerVersion;
+    for kind in ModelKind::ALL {
+        let p = ModelParams::defaults(kind);
+        let mut v = p.to_json();
+        assert_eq!(v["tokenizer"], serde_json::json!("unicode"), "{kind}");
+        v.as_object_mut().unwrap().remove("tokenizer");
+        let old = ModelParams::from_bytes(kind, v.to_string().as_bytes()).unwrap();
+        let tokenizer = match &old {
+            ModelParams::L1(p) => p.tokenizer,
+            ModelParams::Dnmf(p) => p.tokenizer,
+            ModelParams::Ostc(p) => p.tokenizer,
+        };
+        assert_eq!(tokenizer, None, "{kind}");
+        let tokenizer = match &p {
+            ModelParams::L1(p) => p.tokenizer,
+            ModelParams::Dnmf(p) => p.tokenizer,
+            ModelParams::Ostc(p) => p.tokenizer,
+        };
+        assert_eq!(tokenizer, Some(TokenizerVersion::Unicode), "{kind}");
+        // TOML (`novad params`) names it too, and reads back
+        let toml = p.to_toml();
+        assert!(toml.contains("tokenizer = \"unicode\""), "{kind}: {toml}");
+    }
 }
 
 #[test]

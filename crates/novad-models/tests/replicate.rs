@@ -124,7 +124,7 @@ fn terms_resolved_by_shard_assemble_in_batch_order_and_are_checked() {
     use novad_models::text::Term;
     let mut r = rng(5);
     let p = Params::novad_default();
-    let tokenizer = p.text.tokenizer();
+    let tokenizer = p.tokenizer();
     let (model, batch) = bootstrapped();
     let vocab = model.vocab();
     let texts: Vec<&str> = batch.iter().map(String::as_str).collect();

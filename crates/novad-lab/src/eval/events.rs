@@ -253,7 +253,7 @@ mod tests {
     use super::*;
 
     fn judge() -> EventJudge {
-        EventJudge::new(novad_models::Params::default().text.tokenizer())
+        EventJudge::new(novad_models::Params::default().tokenizer())
     }
 
     /// A planted stream: two old groups with boilerplate shared by everyone, then two new

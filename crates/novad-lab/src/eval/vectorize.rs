@@ -8,7 +8,9 @@
 
 use std::time::Instant;
 
-use novad_models::text::{tfidf_l1, SparseDoc, Tokenizer, VocabChange, Vocabulary};
+use novad_models::text::{
+    tfidf_l1, SparseDoc, Tokenizer, TokenizerVersion, VocabChange, Vocabulary,
+};
 use novad_models::TextParams;
 
 /// Vectorizer state: tokenizer and the streaming vocabulary.
@@ -30,14 +32,11 @@ pub struct VectorizedBatch {
 }
 
 impl StreamVectorizer {
-    pub fn new(text: &TextParams) -> Self {
+    /// A vectorizer with the tokenizer of `text` and `version` (a parameter set's
+    /// `tokenizer`) and an empty vocabulary.
+    pub fn new(text: &TextParams, version: Option<TokenizerVersion>) -> Self {
         StreamVectorizer {
-            tok: Tokenizer::new(
-                text.min_token_len,
-                text.max_token_len,
-                text.builtin_stop_words,
-                &text.extra_stop_words,
-            ),
+            tok: text.tokenizer(version),
             vocab: Vocabulary::new(text.max_terms),
             timestep: 0,
         }

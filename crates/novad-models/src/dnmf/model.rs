@@ -95,7 +95,7 @@ impl DnmfModel {
 
     /// The tokenizer of the model's text parameters.
     pub fn tokenizer(&self) -> Tokenizer {
-        self.params.text.tokenizer()
+        self.params.tokenizer()
     }
 
     /// Process one batch (one timestep). The first batch with a non-empty document learns

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{check, check_nonneg, ParamsError, TextParams};
+use crate::text::{Tokenizer, TokenizerVersion};
 
 /// Parameters of [`super::DnmfModel`]. Defaults follow the paper (ω = 4 timesteps, B = 2
 /// emerging topics per timestep, HP λ = 10) where it gives values; the rest (δ = 0.01,
@@ -62,6 +63,17 @@ pub struct DnmfParams {
     pub seeded_init: bool,
     /// Top words reported per topic and why-terms per verdict.
     pub top_terms: usize,
+    /// The tokenizer's rules ([`TokenizerVersion`]; None = the classic tokenizer, which stores
+    /// created before the field existed keep: a missing field is None, not the default's
+    /// value). Keep it the last field: the digest image drops its trailing `None` byte, and
+    /// stored postcard parameters decode by appending it.
+    #[serde(default = "no_tokenizer")]
+    pub tokenizer: Option<TokenizerVersion>,
+}
+
+/// A parameter set without the `tokenizer` field: the classic tokenizer.
+fn no_tokenizer() -> Option<TokenizerVersion> {
+    None
 }
 
 impl Default for DnmfParams {
@@ -89,11 +101,17 @@ impl Default for DnmfParams {
             fresh_residual: 0.8,
             seeded_init: true,
             top_terms: 10,
+            tokenizer: Some(TokenizerVersion::Unicode),
         }
     }
 }
 
 impl DnmfParams {
+    /// The tokenizer of these parameters: [`TextParams`] with the rules of `tokenizer`.
+    pub fn tokenizer(&self) -> Tokenizer {
+        self.text.tokenizer(self.tokenizer)
+    }
+
     /// Check every field; the error names the field (`dnmf.<name>`) and the accepted range.
     pub fn validate(&self) -> Result<(), ParamsError> {
         self.text

@@ -253,7 +253,7 @@ impl Model {
     }
 
     fn tokenizer(&self) -> Tokenizer {
-        self.params.text.tokenizer()
+        self.params.tokenizer()
     }
 
     /// The step's emerging topics (DICTCLUST) among the `novel` documents of the batch.

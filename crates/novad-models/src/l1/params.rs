@@ -10,6 +10,7 @@ use crate::l1::dictclust::TopicParams;
 use crate::l1::dictionary::{AtomInit, BootstrapParams, OiadmmParams, RefreshParams};
 use crate::memory::HybridParams;
 use crate::model::{check, check_nonneg, ParamsError, TextParams};
+use crate::text::{Tokenizer, TokenizerVersion};
 use crate::threshold::ThresholdRule;
 
 /// Adaptive dictionary size (CIKM 2011 names it an open problem): emerging topics of a
@@ -63,12 +64,19 @@ pub struct Params {
     /// its trailing `None` byte.
     #[serde(default)]
     pub events: Option<EventParams>,
+    /// The tokenizer's rules ([`TokenizerVersion`]; None = the classic tokenizer). Stores
+    /// created before it existed decode with None and keep their tokens. Keep it the last
+    /// field: the digest image drops its trailing `None` byte, and stored postcard parameters
+    /// decode by appending it.
+    #[serde(default)]
+    pub tokenizer: Option<TokenizerVersion>,
 }
 
 impl Params {
     /// The configuration of the NIPS 2012 paper: k = 200, λ = 0.1, φ = 5, γ = 1.89,
     /// κ = 1/Ψmax(Â), β = 5, τ = 1/(2Ψmax(X̂)), atoms from random documents, symmetric ℓ1 loss.
-    /// SPEC §4.8: on short real text its scores saturate at the ceiling.
+    /// SPEC §4.8: on short real text its scores saturate at the ceiling. The classic tokenizer,
+    /// as the replicated figures were measured with it.
     pub fn paper() -> Self {
         Params {
             seed: 0,
@@ -84,7 +92,13 @@ impl Params {
             text: TextParams::default(),
             hybrid: None,
             events: None,
+            tokenizer: None,
         }
+    }
+
+    /// The tokenizer of these parameters: [`TextParams`] with the rules of `tokenizer`.
+    pub fn tokenizer(&self) -> Tokenizer {
+        self.text.tokenizer(self.tokenizer)
     }
 
     /// These parameters with k atoms; adaptive size bounds that would not contain k move to
@@ -101,9 +115,10 @@ impl Params {
     }
 
     /// Which trailing `None` tags the digest image drops ([`crate::model::params_image`]):
-    /// the events' when absent, then the hybrid detector's.
-    pub fn image_drops(&self) -> [bool; 2] {
+    /// the tokenizer's when absent, then the events', then the hybrid detector's.
+    pub fn image_drops(&self) -> [bool; 3] {
         [
+            self.tokenizer.is_none(),
             self.events.is_none(),
             HybridParams::image_drops_trailing_none(&self.hybrid),
         ]
@@ -376,6 +391,9 @@ impl Params {
         // seeds 0/1/2) injecting topics (retire after 3, 150 ≤ k ≤ 300) moved ℓ1-online AUC
         // only from 0.7832 / 0.7932 / 0.7439 to 0.7840 / 0.7938 / 0.7472, while OIADMM took
         // 0.57 s instead of 0.28 s per 1 000-document step (`bench_engine … default`).
+        // Words in every script (NFKC, UAX #29 and dictionary segmentation); on ASCII text
+        // its tokens are the classic ones.
+        p.tokenizer = Some(TokenizerVersion::Unicode);
         p
     }
 }
@@ -406,6 +424,7 @@ mod tests {
         let p = Params {
             hybrid: Some(HybridParams::quantiles()),
             events: None,
+            tokenizer: None,
             ..Params::default()
         };
         let h = p.hybrid.clone().unwrap();
@@ -413,6 +432,7 @@ mod tests {
             let mut q = p.clone();
             q.hybrid = None;
             let mut b = postcard::to_stdvec(&q).unwrap();
+            assert_eq!(b.pop(), Some(0), "the tokenizer's None");
             assert_eq!(b.pop(), Some(0), "the events' None");
             assert_eq!(b.pop(), Some(0), "the hybrid's None");
             b
@@ -435,6 +455,69 @@ mod tests {
             crate::model::params_image(&d, &d.image_drops()),
             postcard::to_stdvec(&d).unwrap()
         );
+    }
+
+    /// Without a tokenizer choice (the classic tokenizer) the digest image is the image the set
+    /// had before the field existed, and such an image decodes as stores held it; with one the
+    /// image is the whole encoding, ending with the choice.
+    #[test]
+    fn the_classic_tokenizer_keeps_the_digest_image() {
+        /// The paper's set as encoded before the field existed: its fields up to `events`.
+        #[derive(Serialize)]
+        struct Before<'a> {
+            seed: u64,
+            k: usize,
+            coding: &'a CodingParams,
+            oiadmm: &'a OiadmmParams,
+            bootstrap: &'a BootstrapParams,
+            refresh: &'a Option<RefreshParams>,
+            topics: &'a Option<TopicParams>,
+            adapt: &'a Option<AdaptParams>,
+            unseen_weight: f64,
+            threshold: &'a ThresholdRule,
+            text: &'a TextParams,
+            hybrid: &'a Option<HybridParams>,
+            events: &'a Option<EventParams>,
+        }
+        let before = |p: &Params| {
+            postcard::to_stdvec(&Before {
+                seed: p.seed,
+                k: p.k,
+                coding: &p.coding,
+                oiadmm: &p.oiadmm,
+                bootstrap: &p.bootstrap,
+                refresh: &p.refresh,
+                topics: &p.topics,
+                adapt: &p.adapt,
+                unseen_weight: p.unseen_weight,
+                threshold: &p.threshold,
+                text: &p.text,
+                hybrid: &p.hybrid,
+                events: &p.events,
+            })
+            .unwrap()
+        };
+        let image = |p: &Params| crate::model::params_image(p, &p.image_drops());
+        // the paper's set: no hybrid, no events, classic tokens
+        let paper = Params::paper();
+        assert_eq!(paper.tokenizer, None);
+        let mut old = before(&paper);
+        assert_eq!(old.pop(), Some(0), "the events' None");
+        assert_eq!(old.pop(), Some(0), "the hybrid's None");
+        assert_eq!(image(&paper), old);
+        // the default set with the classic tokenizer: events and a calibrated hybrid
+        let classic = Params {
+            tokenizer: None,
+            ..Params::default()
+        };
+        assert_eq!(image(&classic), before(&classic));
+        // the default set names the Unicode tokenizer: the whole encoding, `Some(Unicode)` last
+        let d = Params::default();
+        assert_eq!(d.tokenizer, Some(TokenizerVersion::Unicode));
+        let mut want = before(&d);
+        want.extend([1, 0]);
+        assert_eq!(image(&d), want);
+        assert_ne!(image(&d), image(&classic));
     }
 
     #[test]

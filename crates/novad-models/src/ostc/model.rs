@@ -170,7 +170,7 @@ impl OstcModel {
     }
 
     fn tokenizer(&self) -> Tokenizer {
-        self.params.text.tokenizer()
+        self.params.tokenizer()
     }
 
     /// Process one batch. Pure: `self` is not modified.

@@ -7,6 +7,7 @@ use crate::memory::HybridParams;
 use crate::model::{check, check_nonneg, ParamsError, TextParams};
 use crate::ostc::coding::CodeParams;
 use crate::ostc::dictionary::StepRule;
+use crate::text::{Tokenizer, TokenizerVersion};
 use crate::threshold::ThresholdRule;
 
 /// Every parameter of an OSTC model. Fixed when a store is created.
@@ -83,9 +84,16 @@ pub struct OstcParams {
     #[serde(default = "default_score_background")]
     pub score_background: f64,
     /// The hybrid detector (see [`crate::l1::Params::hybrid`]); None = the model's own score.
-    /// Keep it the last field (legacy postcard parameters decode by appending its `None`).
+    /// Keep it the last field but one (legacy postcard parameters decode by appending its
+    /// `None`).
     #[serde(default)]
     pub hybrid: Option<HybridParams>,
+    /// The tokenizer's rules ([`TokenizerVersion`]; None = the classic tokenizer). Stores
+    /// created before it existed decode with None and keep their tokens. Keep it the last
+    /// field: the digest image drops its trailing `None` byte ([`OstcParams::image_drops`]),
+    /// and stored postcard parameters decode by appending it.
+    #[serde(default)]
+    pub tokenizer: Option<TokenizerVersion>,
 }
 
 /// [`OstcParams`] as stored before the score fields existed (the same fields in the same
@@ -226,18 +234,33 @@ impl Default for OstcParams {
             // calibrated: on 20NG seed 0 pooled AUC 0.820 against 0.790 for the quantile
             // fusion, mean per-timestep AUC 0.821 against 0.822 (docs/RESULTS.md)
             hybrid: Some(HybridParams::default()),
+            tokenizer: Some(TokenizerVersion::Unicode),
         }
     }
 }
 
 impl OstcParams {
+    /// The tokenizer of these parameters: [`TextParams`] with the rules of `tokenizer`.
+    pub fn tokenizer(&self) -> Tokenizer {
+        self.text.tokenizer(self.tokenizer)
+    }
+
+    /// Which trailing `None` tags the digest image drops ([`crate::model::params_image`]):
+    /// the tokenizer's when absent, then the hybrid detector's.
+    pub fn image_drops(&self) -> [bool; 2] {
+        [
+            self.tokenizer.is_none(),
+            HybridParams::image_drops_trailing_none(&self.hybrid),
+        ]
+    }
+
     /// Decode parameters as stores up to format 4 held them (postcard): the current layout,
     /// or the layout before the score fields, which then take their defaults.
-    /// Those stores predate the hybrid detector: it decodes as None (postcard's `None` byte is
-    /// appended for the last field).
+    /// Those stores predate the hybrid detector and the tokenizer choice: both decode as None
+    /// (postcard's `None` byte is appended for each of the last two fields).
     pub fn from_stored(bytes: &[u8]) -> Result<OstcParams, postcard::Error> {
         let mut with_none = bytes.to_vec();
-        with_none.push(0);
+        with_none.extend([0, 0]);
         postcard::from_bytes::<OstcParams>(&with_none).or_else(|err| {
             let Ok(l) = postcard::from_bytes::<LegacyParams>(bytes) else {
                 return Err(err);
@@ -271,6 +294,7 @@ impl OstcParams {
                 score_scale: None,
                 score_background: DEFAULT_SCORE_BACKGROUND,
                 hybrid: None,
+                tokenizer: None,
             })
         })
     }

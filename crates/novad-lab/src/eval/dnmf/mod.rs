@@ -31,7 +31,7 @@ use super::{cikm_protocol, spherical_kmeans_best, CikmSizes, EvalError};
 use crate::corpus::read_20news;
 use novad_models::dnmf::weight::weigh;
 use novad_models::dnmf::{DnmfModel, DnmfParams};
-use novad_models::text::{SparseDoc, Tokenizer, Vocabulary};
+use novad_models::text::{SparseDoc, Vocabulary};
 
 /// Arguments of the dynamic-NMF evaluation.
 mod report;
@@ -244,12 +244,7 @@ struct Truth {
 impl Truth {
     fn build(p: &DnmfParams, texts: &[Vec<&str>], labels: &[Vec<String>]) -> Truth {
         let t = &p.text;
-        let tok = Tokenizer::new(
-            t.min_token_len,
-            t.max_token_len,
-            t.builtin_stop_words,
-            &t.extra_stop_words,
-        );
+        let tok = p.tokenizer();
         let mut vocab = Vocabulary::new(t.max_terms);
         let mut names: Vec<String> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();

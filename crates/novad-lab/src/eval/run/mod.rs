@@ -58,7 +58,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary, EvalError> {
         dump: String::new(),
         events: setup
             .has(Method::Hybrid)
-            .then(|| EventJudge::new(setup.params.text.tokenizer())),
+            .then(|| EventJudge::new(setup.params.tokenizer())),
     };
     let timesteps = pass(args, &setup, &mut methods, &mut sink, &pb)?;
     pb.finish_and_clear();
@@ -95,7 +95,7 @@ fn pass(
     sink: &mut Sink,
     pb: &ProgressBar,
 ) -> Result<Vec<TimestepResult>, EvalError> {
-    let mut vz = StreamVectorizer::new(&setup.params.text);
+    let mut vz = StreamVectorizer::new(&setup.params.text, setup.params.tokenizer);
     // every non-empty document so far (P_[t]), ids in the current vocabulary
     let mut seen: Vec<SparseDoc> = Vec::new();
     let boot_labels: HashSet<String> = setup.stream.timesteps[0]

@@ -111,7 +111,7 @@ impl Methods {
             l2_batch: None,
             ostc,
             hybrid_runs,
-            tok: params.text.tokenizer(),
+            tok: params.tokenizer(),
             nn: has(Method::Nn).then(ExactNn::new),
             lsh: has(Method::Lsh).then(|| Lsh::new(setup.lsh_params.clone())),
             ostc_params,
