@@ -176,7 +176,11 @@ fn a_removed_inbox_is_waited_for_and_used_again_once_it_is_back() {
 /// Make `dir` read-only for this process (as root, chmod is not enough: the immutable flag).
 fn read_only(dir: &Path, on: bool) {
     let mode = if on { 0o555 } else { 0o755 };
-    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+    let chmod =
+        || std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(mode));
+    if on {
+        chmod().unwrap();
+    }
     // SAFETY: geteuid has no preconditions
     if unsafe { libc::geteuid() } == 0 {
         let flag = if on { "+i" } else { "-i" };
@@ -186,6 +190,9 @@ fn read_only(dir: &Path, on: bool) {
             "chattr {flag} {}",
             dir.display()
         );
+    }
+    if !on {
+        chmod().unwrap();
     }
 }
 
