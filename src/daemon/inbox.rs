@@ -3,7 +3,8 @@
 //!
 //! A file is taken when it is complete: it was renamed into the inbox (the watcher saw the
 //! rename — how `rsync` and atomic writers finish), or its size and mtime are unchanged across
-//! two scans and its mtime is at least `settle` old. Dotfiles, `*.tmp` and `*.part` are
+//! two looks (lstats) `min(settle, 200 ms)` apart and its mtime is at least `settle` old
+//! ([`super::queue`]). Complete files are taken in (mtime, name) order. Dotfiles, `*.tmp` and `*.part` are
 //! ignored. Symbolic links, directories, FIFOs, sockets and devices are rejected without ever
 //! being opened. A file that cannot be read is warned about once, retried every
 //! [`UNREADABLE_RETRY`], and rejected after [`UNREADABLE_LIMIT`]. A file that some process
