@@ -4,9 +4,12 @@
 //! timesteps; a file stopped in the middle resumes where it was).
 //!
 //! See [`inbox`] for when a file is taken. Files are taken oldest first (mtime, then name).
-//! The inbox is rescanned on every watcher event that can mean a new or changed file (not on
-//! the opens and reads the scan itself causes) and at least every `poll` interval, which also
-//! covers watcher overflows.
+//! The inbox is listed in full when the daemon starts (its watcher already running), after the
+//! watcher reports lost events or an error, and at a long interval as a safety net; in
+//! between, each step looks only at the paths the watcher reported (not the opens and reads
+//! the daemon's own reading causes) and at files due to be looked at again, so a step costs
+//! what changed, not the size of the inbox. Without a working watcher the inbox is listed
+//! every `poll` interval. An inbox that is removed (or cannot be listed) is waited for.
 //!
 //! No line reaches `processed/` without a verdict: a file is moved only when every byte of it
 //! is committed, checked right before the move (same inode, same length and mtime as when it
@@ -16,14 +19,15 @@
 
 pub mod api;
 pub mod inbox;
+mod queue;
 mod settle;
+mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
 use thiserror::Error;
 
 use crate::ingest::{Begin, FileCheck, FileJob, IngestError, Ingestor, Limits, Outcome, Upcoming};
@@ -31,7 +35,7 @@ use crate::store::StoreError;
 pub use inbox::{ignored, move_into, name_of, shown, Inbox, PROCESSED, REJECTED};
 use novad_models::ModelParams;
 
-/// Inbox scans since the daemon started (reported by `novad status` while it runs).
+/// Inbox scans (looks at what changed, see [`Inbox::scan`]) since the daemon started (reported by `novad status` while it runs).
 pub static INBOX_SCANS: AtomicU64 = AtomicU64::new(0);
 
 #[derive(Debug, Clone)]
@@ -76,57 +80,6 @@ pub enum DaemonError {
 
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
-}
-
-/// Watch `dir`; events that can mean a new, grown or renamed file are sent on the returned
-/// channel (`Some(path)` for a file renamed into it, `None` for "rescan"). Access events
-/// (opens, reads, closes without writing — the daemon's own scans cause them) are dropped.
-fn watch(
-    dir: &Path,
-) -> (
-    Option<notify::RecommendedWatcher>,
-    mpsc::Receiver<Option<PathBuf>>,
-) {
-    let (tx, rx) = mpsc::channel::<Option<PathBuf>>();
-    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind, RenameMode};
-        match res {
-            Ok(ev) => {
-                let msg = match ev.kind {
-                    EventKind::Modify(ModifyKind::Name(RenameMode::To)) => {
-                        Some(ev.paths.first().cloned())
-                    }
-                    EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => {
-                        Some(ev.paths.get(1).cloned())
-                    }
-                    EventKind::Access(AccessKind::Close(AccessMode::Write)) => Some(None),
-                    EventKind::Access(_) => None,
-                    _ => Some(None),
-                };
-                if let Some(m) = msg {
-                    let _ = tx.send(m);
-                }
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "watcher error; rescanning");
-                let _ = tx.send(None);
-            }
-        }
-    });
-    let w = match watcher {
-        Ok(mut w) => match w.watch(dir, RecursiveMode::NonRecursive) {
-            Ok(()) => Some(w),
-            Err(e) => {
-                tracing::warn!(error = %e, "file watcher unavailable; polling the inbox");
-                None
-            }
-        },
-        Err(e) => {
-            tracing::warn!(error = %e, "file watcher unavailable; polling the inbox");
-            None
-        }
-    };
-    (w, rx)
 }
 
 /// Run the daemon until SIGINT/SIGTERM/SIGHUP, which stop it after the timestep in progress
@@ -192,6 +145,9 @@ fn run_with(
             path: api::socket_path(&cfg.store).display().to_string(),
             source,
         })?;
+    // every way out of here removes the socket
+    let sock = RemoveOnDrop(sock);
+    let sock = &sock.0;
     crate::http::start_opt(&cfg.store, ing.store.db(), cfg.http.as_ref(), true)?;
     tracing::info!(
         inbox = %cfg.inbox.display(),
@@ -200,8 +156,7 @@ fn run_with(
         api = %sock.display(),
         "novad running"
     );
-    let (_watcher, rx) = watch(&dir);
-    let mut inbox = Inbox::new(dir, cfg.settle);
+    let mut inbox = Inbox::watched(dir, cfg.settle, cfg.poll);
     let mut active: Option<FileJob> = None;
     let mut later = settle::Later::default();
     while !term.load(Ordering::SeqCst) {
@@ -216,9 +171,9 @@ fn run_with(
             continue;
         }
         INBOX_SCANS.fetch_add(1, Ordering::Relaxed);
-        let scan = inbox.scan().map_err(|e| inbox_err(&inbox.dir, e))?;
+        let scan = inbox.scan();
         if let Some(path) = scan.ready {
-            inbox.forget(&path);
+            inbox.take(&path);
             let started = start_file(&mut ing, &mut inbox, &path, cfg.limits);
             active = survive_store_error(started, cfg, &term)?.flatten();
             // a cluster's leader reads the file after it during its last timestep
@@ -236,22 +191,7 @@ fn run_with(
             later.drain(&mut ing, &mut inbox);
             continue;
         }
-        let wait = if scan.pending {
-            Duration::from_millis(100)
-        } else {
-            cfg.poll
-        };
-        let mut note = |ev: Option<PathBuf>| {
-            if let Some(p) = ev {
-                inbox.note_renamed(p);
-            }
-        };
-        if let Ok(ev) = rx.recv_timeout(wait) {
-            note(ev);
-        }
-        while let Ok(ev) = rx.try_recv() {
-            note(ev);
-        }
+        inbox.wait(scan.wait.min(cfg.poll));
     }
     match &active {
         Some(job) => tracing::info!(
@@ -270,8 +210,16 @@ fn run_with(
     }
     drop(active);
     drop(ing);
-    let _ = std::fs::remove_file(&sock);
     Ok(())
+}
+
+/// A file removed when this is dropped (the query socket, on every way out of the daemon).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// A store error while ingesting goes to the full-disk policy (log, keep the file in the
@@ -314,11 +262,15 @@ fn start_file(
         Begin::Job(job) if job.done() => finish(ing, inbox, &job),
         Begin::Job(job) => return Ok(Some(job)),
         Begin::AlreadyCommitted { timestep, job } => {
-            tracing::info!(file = %name, timestep, "committed up to its end before (a restart, or its writer just closed it); moving to processed/");
+            const WHY: &str = "committed up to its end before (a restart, or its writer just closed it); moving to processed/";
+            if inbox.is_stuck(path) {
+                tracing::debug!(file = %name, timestep, "{}", WHY);
+            } else {
+                tracing::info!(file = %name, timestep, "{}", WHY);
+            }
             finish(ing, inbox, &job);
         }
-        Begin::Duplicate { of, timestep } => inbox::reject(
-            &inbox.rejected,
+        Begin::Duplicate { of, timestep } => inbox.reject(
             path,
             &format!(
                 "duplicate of `{}`, timestep {timestep}: the same content was committed before",
@@ -326,7 +278,7 @@ fn start_file(
             ),
             "Nothing of this file was applied: its documents already have verdicts.",
         ),
-        Begin::Rejected(why) => inbox::reject(&inbox.rejected, path, &why, inbox::NOTHING_APPLIED),
+        Begin::Rejected(why) => inbox.reject(path, &why, inbox::NOTHING_APPLIED),
     }
     Ok(None)
 }
@@ -371,7 +323,7 @@ fn continue_file(
                 format!("Bytes 0..{started_at} of this file were applied (earlier timesteps); nothing from byte {started_at} on.")
             };
             let why = format!("bytes from {started_at} on: {why}");
-            inbox::reject(&inbox.rejected, &job.path, &why, &applied);
+            inbox.reject(&job.path, &why, &applied);
             return Ok(Next::Done);
         }
         Ok(o @ (Outcome::AlreadyCommitted { .. } | Outcome::Duplicate { .. })) => {
@@ -416,10 +368,14 @@ pub(crate) fn finish(ing: &mut Ingestor, inbox: &mut Inbox, job: &FileJob) {
             return;
         }
     }
-    let dest = match move_into(&inbox.processed, &job.path) {
+    let processed = inbox.processed.clone();
+    let dest = match inbox.move_out(&processed, &job.path) {
         Ok(d) => d,
         Err(e) => {
-            tracing::error!(file = %name, error = %e, "committed but cannot move to processed/");
+            // other errors are logged (once while they last) by `move_out`
+            if e.kind() == std::io::ErrorKind::NotFound {
+                tracing::error!(file = %name, error = %e, "committed but cannot move to processed/");
+            }
             return;
         }
     };

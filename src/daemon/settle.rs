@@ -24,7 +24,7 @@ impl Later {
     /// `job` is stepped to its end; its last timestep is `timestep`. The inbox does not offer
     /// its file again meanwhile.
     pub(super) fn awaiting(&mut self, timestep: u64, job: FileJob, inbox: &mut Inbox) {
-        inbox.wait(&job.path);
+        inbox.wait_commit(&job.path);
         self.jobs.push((timestep, job));
     }
 
@@ -165,7 +165,7 @@ mod tests {
             }
             // files awaiting their commit are not offered again
             for _ in 0..2 {
-                assert_eq!(inbox.scan().unwrap().ready, None, "after file {f}");
+                assert_eq!(inbox.scan().ready, None, "after file {f}");
             }
         }
         let moved = std::fs::read_dir(&inbox.processed).unwrap().count();
