@@ -25,3 +25,9 @@ pub fn shown(s: &str) -> String {
         })
         .collect()
 }
+
+/// A name or id as written into logs and notes: control characters (newlines, escapes, …),
+/// quotes and backslashes escaped, so one name is always one token on one line.
+pub fn logged(name: &str) -> String {
+    name.escape_debug().to_string()
+}

@@ -37,11 +37,7 @@ pub fn ignored(name: &str) -> bool {
     name.starts_with('.') || name.ends_with(".tmp") || name.ends_with(".part")
 }
 
-/// A file name as shown in logs and notes: control characters (newlines, escapes, …),
-/// quotes and backslashes escaped, so one name is always one token on one line.
-pub fn shown(name: &str) -> String {
-    name.escape_debug().to_string()
-}
+pub use crate::show::logged as shown;
 
 /// The file name of `path` (lossy UTF-8).
 pub fn name_of(path: &Path) -> String {
@@ -73,7 +69,7 @@ pub const NOTHING_APPLIED: &str =
 fn write_note(dest: PathBuf, name: &str, reason: &str, applied: &str) {
     let note = format!(
         "novad rejected `{name}` at {}: {reason}\n{applied}\n",
-        crate::query::fmt_time(chrono::Utc::now().timestamp_millis())
+        crate::show::fmt_time(chrono::Utc::now().timestamp_millis())
     );
     let mut note_path = dest.into_os_string();
     note_path.push(".error");

@@ -256,7 +256,7 @@ mod tests {
     fn files_become_ready_in_mtime_then_name_order_whatever_order_they_are_seen_in() {
         let wall = SystemTime::now();
         let old = wall - Duration::from_secs(60);
-        let files = vec![
+        let files = [
             (p("c"), seen(1, old)),
             (p("a"), seen(1, old + Duration::from_secs(1))),
             (p("b"), seen(1, old)),

@@ -335,11 +335,11 @@ impl Validated {
 
     /// Warn of the duplicate document ids of the file `name`.
     fn report_dups(&self, name: &str) {
-        let shown = crate::daemon::shown(name);
+        let shown = crate::show::logged(name);
         for (id, first_line, line) in &self.dups_shown {
             tracing::warn!(
                 file = %shown,
-                id = %crate::daemon::shown(id),
+                id = %crate::show::logged(id),
                 first_line,
                 line,
                 "duplicate document id in one file; both documents are kept, each with its own verdict"
