@@ -15,18 +15,6 @@ use harness::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// utime + stime of `pid`, in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
-    // fields after the command name, which is in parentheses and may hold spaces
-    let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
-    // SAFETY: sysconf has no preconditions
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    ticks / hz
-}
-
 fn scans(d: &Dirs) -> u64 {
     let st: serde_json::Value =
         serde_json::from_str(&novad_ok(&["status", "--store", &s(d), "--format", "json"])).unwrap();
