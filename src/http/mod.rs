@@ -34,7 +34,6 @@ pub mod silent;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -352,15 +351,17 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
     let (app, unguarded) = routes::router(Arc::clone(&state));
     refresh_after_commits(Arc::clone(&state), unguarded);
     raise_fd_limit(silent::MAX_SILENT + guard::MAX_CONNECTIONS + 512);
-    let open = Arc::new(AtomicUsize::new(0));
+    let slots = crate::api_limits::Slots::new(guard::MAX_CONNECTIONS);
     let silent = silent::Silent::default();
     let limits = state.limits;
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(c) => c,
             Err(e) => {
-                // e.g. out of file descriptors: back off instead of spinning
+                // e.g. out of file descriptors: free the oldest silent connection's, and back
+                // off instead of spinning
                 tracing::debug!(error = %e, "HTTP accept failed");
+                silent.evict_oldest();
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             }
@@ -371,7 +372,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
         if silent.len() >= silent::MAX_SILENT {
             silent.evict_oldest();
         }
-        let open = Arc::clone(&open);
+        let slots = slots.clone();
         let app = app.clone();
         let state = Arc::clone(&state);
         let entry = silent.enter();
@@ -379,10 +380,10 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
             if !silent::first_byte(&stream, entry).await {
                 return;
             }
-            if open.fetch_add(1, Ordering::SeqCst) >= guard::MAX_CONNECTIONS {
-                open.fetch_sub(1, Ordering::SeqCst);
+            // the slot is freed when the task ends, however it ends
+            let Some(_slot) = slots.try_take() else {
                 return;
-            }
+            };
             let service =
                 hyper::service::service_fn(move |req| serve(Arc::clone(&state), app.clone(), req));
             let conn = hyper::server::conn::http1::Builder::new()
@@ -393,7 +394,6 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>) {
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "HTTP connection ended with an error");
             }
-            open.fetch_sub(1, Ordering::SeqCst);
         });
     }
 }

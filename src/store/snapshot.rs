@@ -83,9 +83,17 @@ fn read_all(path: &Path) -> Result<(u32, Vec<Record>), StoreError> {
     if f.metadata().is_ok_and(|m| m.is_dir()) {
         return Err(snap_err(path, "is a directory, not a snapshot file"));
     }
+    let size = f.metadata().map_or(u64::MAX, |m| m.len());
     let mut r = BufReader::new(f);
     let mut h = blake3::Hasher::new();
+    let mut read = 0u64;
     let mut take = |r: &mut BufReader<File>, n: usize| -> Result<Vec<u8>, StoreError> {
+        // a length from the file is trusted only as far as the file reaches: a damaged or
+        // crafted length cannot make this allocate more than the file holds
+        read += n as u64;
+        if read > size {
+            return Err(snap_err(path, "truncated snapshot"));
+        }
         let mut buf = vec![0u8; n];
         r.read_exact(&mut buf)
             .map_err(|_| snap_err(path, "truncated snapshot"))?;
