@@ -330,7 +330,78 @@ pub struct RunArgs {
     #[command(flatten)]
     pub http: HttpArgs,
     #[command(flatten)]
+    pub notify: NotifyArgs,
+    #[command(flatten)]
     pub cluster: ClusterArgs,
+}
+
+/// Webhooks: who is told of each committed timestep with novel documents or new events.
+#[derive(Debug, Default, Args)]
+pub struct NotifyArgs {
+    /// POST a JSON message to URL after each committed timestep with novel documents or new
+    /// events (repeatable). Messages wait in the store until the receiver answers 2xx.
+    #[arg(long, value_name = "URL")]
+    pub notify: Vec<String>,
+    /// Sign --notify messages with the secret in FILE (mode 0600, ≥ 16 bytes): header
+    /// `X-Novad-Signature-256: sha256=HMAC-SHA256(secret, body)`.
+    #[arg(long, value_name = "FILE", requires = "notify")]
+    pub notify_secret: Option<PathBuf>,
+    /// --notify receivers hear only of timesteps with new events.
+    #[arg(long, requires = "notify")]
+    pub notify_events_only: bool,
+    /// --notify receivers hear only of novel documents scoring at least X.
+    #[arg(
+        long,
+        value_name = "X",
+        requires = "notify",
+        allow_negative_numbers = true
+    )]
+    pub notify_min_score: Option<f64>,
+    /// Park a --notify message still undelivered this many seconds after its commit.
+    #[arg(long, value_name = "SECS", requires = "notify",
+          default_value_t = crate::alerts::GIVE_UP_AFTER.as_secs())]
+    pub notify_give_up_after: u64,
+    /// More receivers, each with its own settings: a TOML file of `[[webhook]]` tables (`url`,
+    /// `secret_file`, `events_only`, `min_score`, `give_up_after_secs`).
+    #[arg(long, value_name = "FILE")]
+    pub notify_config: Option<PathBuf>,
+    /// At start, make every parked message due again.
+    #[arg(long)]
+    pub notify_retry_parked: bool,
+}
+
+impl NotifyArgs {
+    /// The receivers these flags name, checked (URLs, secret files, scores).
+    pub fn webhooks(&self) -> Result<crate::alerts::Webhooks, crate::alerts::AlertError> {
+        let filter = crate::alerts::Filter {
+            events_only: self.notify_events_only,
+            min_score: self.notify_min_score,
+        };
+        let give_up = std::time::Duration::from_secs(self.notify_give_up_after);
+        let mut receivers = self
+            .notify
+            .iter()
+            .map(|u| {
+                crate::alerts::Receiver::new(
+                    u,
+                    self.notify_secret.as_deref(),
+                    filter.clone(),
+                    give_up,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(f) = &self.notify_config {
+            receivers.extend(crate::alerts::Webhooks::from_file(f)?);
+        }
+        let mut seen = std::collections::HashSet::new();
+        if let Some(r) = receivers.iter().find(|r| !seen.insert(r.url.clone())) {
+            return Err(crate::alerts::AlertError::Url {
+                url: r.url.clone(),
+                why: "given twice".into(),
+            });
+        }
+        Ok(crate::alerts::Webhooks { receivers })
+    }
 }
 
 /// Sharing the ℓ1 model's steps among several processes.

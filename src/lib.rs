@@ -10,8 +10,12 @@
 //! - [`cluster`]: the ℓ1 model's steps shared by several processes (timely-dataflow).
 //! - [`api_limits`]: what one client of a daemon API (socket or HTTP) may cost.
 //! - [`show`]: times and text from the data as people see them.
+//! - [`alerts`]: webhooks: each timestep's message, written to the store's outbox in its
+//!   transaction and delivered afterwards, signed, retried, never lost.
+//! - [`secret`]: files that hold a secret (owner-only, bounded).
 //! - [`cli`]: the command line (clap definitions and their resolution to library values).
 
+pub mod alerts;
 pub mod api_limits;
 pub mod batch;
 pub mod cli;
@@ -20,5 +24,6 @@ pub mod daemon;
 pub mod http;
 pub mod ingest;
 pub mod query;
+pub mod secret;
 pub mod show;
 pub mod store;

@@ -185,6 +185,8 @@ fn dispatch(cli: Cli) -> Result<()> {
                 poll: std::time::Duration::from_millis(a.poll_ms),
                 limits: a.limits.limits(),
                 http: a.http.config(),
+                webhooks: a.notify.webhooks()?,
+                retry_parked: a.notify.notify_retry_parked,
             };
             match cluster {
                 Some(c) => novad::cluster::run(&cfg, &c)?,
@@ -439,8 +441,14 @@ fn serve(a: &novad::cli::ServeArgs) -> Result<()> {
         bail!("`novad serve` serves HTTP; drop --no-http");
     };
     let store = open_existing(&a.store.store)?;
-    let server = novad::http::start(&a.store.store, store.db().clone(), &cfg, false)?
-        .context("the HTTP address is in use; pass --http ADDR")?;
+    let server = novad::http::start(
+        &a.store.store,
+        store.db().clone(),
+        store.durable(),
+        &cfg,
+        false,
+    )?
+    .context("the HTTP address is in use; pass --http ADDR")?;
     println!("novad: serving {} read-only", a.store.store.display());
     println!(
         "novad: dashboard (one-time sign-in link): {}",

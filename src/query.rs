@@ -171,6 +171,9 @@ pub struct Status {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inbox_scans: Option<u64>,
     pub disk_bytes: u64,
+    /// Webhook messages not yet delivered, per receiver (none: every message was delivered).
+    #[serde(default)]
+    pub webhooks: Vec<crate::alerts::backlog::Backlog>,
 }
 
 /// Read the status from the store's trees (`recent` holds at most `n_recent` timesteps, and
@@ -238,6 +241,10 @@ pub fn status(db: &sled::Db, n_recent: usize) -> Result<Status, QueryError> {
         daemon_pid: None,
         inbox_scans: None,
         disk_bytes: 0,
+        webhooks: crate::alerts::backlog::read(db).map_err(|reason| QueryError::Corrupt {
+            what: "webhook outbox",
+            reason,
+        })?,
     })
 }
 
@@ -446,6 +453,21 @@ pub fn write_status(out: &mut dyn Write, s: &Status) -> std::io::Result<()> {
             "disk             {:.1} MiB",
             s.disk_bytes as f64 / (1 << 20) as f64
         )?;
+    }
+    for w in &s.webhooks {
+        writeln!(
+            out,
+            "webhook          {}: {} waiting, {} parked{}",
+            shown(&w.url),
+            w.waiting,
+            w.parked,
+            w.last_error
+                .as_ref()
+                .map_or(String::new(), |e| format!(" (last error: {})", shown(e)))
+        )?;
+        if !w.parked_ids.is_empty() {
+            writeln!(out, "  parked          {}", w.parked_ids.join(" "))?;
+        }
     }
     if !s.topics.is_empty() {
         writeln!(out, "\nlatest topics (newest first):")?;

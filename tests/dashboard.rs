@@ -54,16 +54,24 @@ fn dashboard_shows_the_store_follows_ingest_and_logs_no_error() {
         (batches.len() - 1).to_string()
     );
 
-    // a batch arrives while the page is open: the page follows within a few polls
+    // a batch arrives while the page is open: the page hears of it on the event stream
+    // (it no longer polls) and follows
+    b.wait_for(
+        20,
+        "the event stream open",
+        "document.body.dataset.stream === 'open'",
+    );
     ingest_example(&d, &batches[batches.len() - 1]);
     b.wait_for(
         30,
         "the new timestep on the page",
         &format!(
-            "document.querySelectorAll('#timeline g.step').length === {n} && \
+            "document.body.dataset.lastEvent === '{last}' && \
+             document.querySelectorAll('#timeline g.step').length === {n} && \
              document.getElementById('kpi-timesteps').textContent === '{n}' && \
              document.querySelectorAll('#diag tr[data-timestep]').length === {n}",
-            n = batches.len()
+            n = batches.len(),
+            last = batches.len() - 1
         ),
     );
     let steps = api(&s, "/api/v1/timesteps")["items"]

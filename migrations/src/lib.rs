@@ -21,6 +21,7 @@ mod m0006_hybrid_explanations;
 mod m0007_timestep_summaries;
 mod m0008_calibrated_hybrid;
 mod m0009_event_topics;
+mod m0010_outbox;
 
 /// One version step.
 pub struct Migration {
@@ -76,5 +77,10 @@ pub const MIGRATIONS: &[Migration] = &[
         from: 9,
         name: "0009_event_topics",
         apply: m0009_event_topics::apply,
+    },
+    Migration {
+        from: 10,
+        name: "0010_outbox",
+        apply: m0010_outbox::apply,
     },
 ];

@@ -18,7 +18,7 @@ pub use crate::summary::{ScoreQuantiles, StepSummary, SummaryBuilder};
 
 /// Current store format version. Bumped by every layout change, with a migration in
 /// this crate.
-pub const FORMAT_VERSION: u32 = 10;
+pub const FORMAT_VERSION: u32 = 11;
 
 pub const META: &str = "meta";
 pub const VOCAB: &str = "vocab";
@@ -37,12 +37,16 @@ pub const PARTS: &str = "parts";
 /// [`TimestepRecord`], so the timestep records (read by the journal, status and rebuild) keep
 /// their encoding and a summary can be recomputed without touching them.
 pub const SUMMARIES: &str = "summaries";
+/// Webhook messages not yet acknowledged by their receiver (format ≥ 11), keyed by
+/// [`outbox_key`] (receiver, then timestep): each is written in the transaction of the
+/// timestep it tells of and removed once its receiver answered 2xx.
+pub const OUTBOX: &str = "outbox";
 
 /// Trees holding the model state (rewritten chunk by chunk), in a fixed order.
 pub const STATE_TREES: [&str; 4] = [META, VOCAB, DICT, DELTA];
 /// Every tree of the current format, in transaction order.
-pub const ALL_TREES: [&str; 10] = [
-    META, VOCAB, DICT, DELTA, VERDICTS, FILES, TIMESTEPS, TOPICS, PARTS, SUMMARIES,
+pub const ALL_TREES: [&str; 11] = [
+    META, VOCAB, DICT, DELTA, VERDICTS, FILES, TIMESTEPS, TOPICS, PARTS, SUMMARIES, OUTBOX,
 ];
 /// Index of [`PARTS`] in [`ALL_TREES`].
 pub const PARTS_TREE: usize = 8;
@@ -225,6 +229,45 @@ pub struct TopicRecord {
     /// kept only `docs`). Keep `event` and `members` last: format-9 records gained their two
     /// `None` bytes.
     pub members: Option<Vec<String>>,
+}
+
+/// A webhook message waiting for its receiver: its body as sent, and how its delivery went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutboxRecord {
+    /// The message's stable id (its `Idempotency-Key`): the same on every attempt.
+    pub id: String,
+    /// The receiver's URL.
+    pub url: String,
+    pub timestep: u64,
+    /// Unix milliseconds when its timestep was committed.
+    pub created_at: i64,
+    /// The JSON body, exactly as signed and sent.
+    pub body: Vec<u8>,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// Unix milliseconds before which it is not tried again (0: at once).
+    pub next_at: i64,
+    /// What the last attempt got (status or error), if one failed.
+    pub last_error: Option<String>,
+    /// Set when delivery gave up: the message waits for an operator (`novad status` lists
+    /// it) and is not tried again.
+    pub parked: bool,
+}
+
+/// Outbox key: the receiver's id (the first 8 bytes of blake3 of its URL), then the timestep
+/// (big-endian), so one receiver's messages are one contiguous scan in timestep order.
+pub fn outbox_key(url: &str, timestep: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&receiver_id(url));
+    k[8..].copy_from_slice(&timestep.to_be_bytes());
+    k
+}
+
+/// The 8-byte id of a receiver URL in [`outbox_key`].
+pub fn receiver_id(url: &str) -> [u8; 8] {
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&blake3::hash(url.as_bytes()).as_bytes()[..8]);
+    id
 }
 
 /// Topic key: timestep then topic id (big-endian).

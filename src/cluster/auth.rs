@@ -34,11 +34,13 @@
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use rand::TryRngCore;
 use thiserror::Error;
+
+use crate::secret::{read_private, SecretError};
 
 /// Fewest bytes a key file may hold (and what `novad cluster-key` writes).
 pub const MIN_KEY_BYTES: usize = 32;
@@ -76,24 +78,8 @@ impl std::fmt::Debug for ClusterKey {
 /// Why a key file cannot be used or written.
 #[derive(Debug, Error)]
 pub enum KeyError {
-    #[error("cluster key {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "cluster key {path} has mode {mode:04o}: group or others may read it; \
-         it must be readable by its owner only (chmod 600 {path})"
-    )]
-    Exposed { path: String, mode: u32 },
-    #[error(
-        "cluster key {path} holds {len} bytes; a key is at least {MIN_KEY_BYTES} random bytes \
-         (`novad cluster-key FILE` writes one)"
-    )]
-    Short { path: String, len: usize },
-    #[error("cluster key {path} is larger than {MAX_KEY_BYTES} bytes: not a key file")]
-    Long { path: String },
+    #[error(transparent)]
+    File(#[from] SecretError),
     #[error("cluster key {path} exists already; novad never overwrites a key (remove it first to replace it)")]
     Exists { path: String },
     #[error("cannot write cluster key {path}: {source}")]
@@ -111,29 +97,13 @@ impl ClusterKey {
     /// alone (no group or other permission bits) and holds at least [`MIN_KEY_BYTES`] bytes;
     /// the mode is checked on the opened file, so it is the file read.
     pub fn load(path: &Path) -> Result<ClusterKey, KeyError> {
-        let name = path.display().to_string();
-        let read = |source| KeyError::Read {
-            path: name.clone(),
-            source,
-        };
-        let file = std::fs::File::open(path).map_err(read)?;
-        let mode = file.metadata().map_err(read)?.permissions().mode() & 0o7777;
-        if mode & 0o077 != 0 {
-            return Err(KeyError::Exposed { path: name, mode });
-        }
-        let mut secret = Vec::new();
-        file.take(MAX_KEY_BYTES + 1)
-            .read_to_end(&mut secret)
-            .map_err(read)?;
-        if secret.len() < MIN_KEY_BYTES {
-            return Err(KeyError::Short {
-                path: name,
-                len: secret.len(),
-            });
-        }
-        if secret.len() as u64 > MAX_KEY_BYTES {
-            return Err(KeyError::Long { path: name });
-        }
+        let secret = read_private(
+            path,
+            "cluster key",
+            MIN_KEY_BYTES,
+            MAX_KEY_BYTES,
+            "`novad cluster-key FILE` writes one",
+        )?;
         Ok(ClusterKey::from_secret(&secret))
     }
 

@@ -52,6 +52,10 @@ pub struct RunConfig {
     pub limits: Limits,
     /// The dashboard and HTTP API (`None`: not served).
     pub http: Option<crate::http::HttpConfig>,
+    /// Who hears of each committed timestep.
+    pub webhooks: crate::alerts::Webhooks,
+    /// Make parked webhook messages due again at start.
+    pub retry_parked: bool,
 }
 
 #[derive(Debug, Error)]
@@ -72,6 +76,12 @@ pub enum DaemonError {
     },
     #[error(transparent)]
     Http(#[from] crate::http::HttpError),
+    #[error("webhooks of store {path}: {source}")]
+    Webhooks {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
     #[error("the store holds a {0} model, which runs on one node only; the cluster mode is for the l1 model")]
@@ -148,7 +158,14 @@ fn run_with(
     // every way out of here removes the socket
     let sock = RemoveOnDrop(sock);
     let sock = &sock.0;
-    crate::http::start_opt(&cfg.store, ing.store.db(), cfg.http.as_ref(), true)?;
+    let _senders = start_webhooks(&mut ing, cfg)?;
+    crate::http::start_opt(
+        &cfg.store,
+        ing.store.db(),
+        ing.store.durable(),
+        cfg.http.as_ref(),
+        true,
+    )?;
     tracing::info!(
         inbox = %cfg.inbox.display(),
         store = %cfg.store.display(),
@@ -211,6 +228,35 @@ fn run_with(
     drop(active);
     drop(ing);
     Ok(())
+}
+
+/// Have every commit write its webhook messages ([`crate::alerts`]) and start their senders.
+fn start_webhooks(
+    ing: &mut Ingestor,
+    cfg: &RunConfig,
+) -> Result<crate::alerts::deliver::Senders, DaemonError> {
+    let db = ing.store.db().clone();
+    let io = |source| DaemonError::Webhooks {
+        path: cfg.store.display().to_string(),
+        source,
+    };
+    if cfg.retry_parked {
+        let n =
+            crate::alerts::deliver::retry_parked(&db).map_err(|e| io(std::io::Error::other(e)))?;
+        tracing::info!(messages = n, "parked webhook messages are due again");
+    }
+    ing.store.set_outbox(cfg.webhooks.outbox());
+    let receivers = &cfg.webhooks.receivers;
+    for b in crate::alerts::backlog::read(&db).map_err(|e| io(std::io::Error::other(e)))? {
+        if !receivers.iter().any(|r| r.url == b.url) {
+            let url = b.url;
+            tracing::warn!(url = %url, "webhook messages wait for a receiver that is no longer configured: they are kept (novad status lists them) and sent once it is configured again");
+        }
+    }
+    for r in receivers {
+        tracing::info!(url = %r.url, signed = r.secret.is_some(), events_only = r.filter.events_only, "webhook receiver");
+    }
+    crate::alerts::deliver::start(&db, receivers, ing.store.durable()).map_err(io)
 }
 
 /// A file removed when this is dropped (the query socket, on every way out of the daemon).

@@ -347,13 +347,19 @@ fn reply(a: &Answer, inm: Option<&HeaderValue>, gzip: bool) -> Response {
     r
 }
 
+/// Whether answers to `GET path` are cached: the API's, but for the event stream (it never
+/// ends, and is new at every commit).
+fn cacheable(path: &str) -> bool {
+    path.starts_with("/api/") && path != "/api/v1/events"
+}
+
 /// The cached answer to an admitted client request, if it is one the cache answers (`GET
 /// /api/…`, within the request limits, with the access token) and the cache holds its answer
 /// at the store's version now; with the security headers. `None` sends the request the full
 /// way (limits, access check, handler), which answers every other case.
 pub(crate) fn hit<B>(state: &AppState, req: &Request<B>) -> Option<Response> {
     if req.method() != Method::GET
-        || !req.uri().path().starts_with("/api/")
+        || !cacheable(req.uri().path())
         || super::guard::refuse(req).is_some()
         || !state.auth.authorized(req.headers())
     {
@@ -376,7 +382,7 @@ pub(crate) async fn cached(
     req: Request<Body>,
     next: Next,
 ) -> Response {
-    if req.method() != Method::GET || !req.uri().path().starts_with("/api/") {
+    if req.method() != Method::GET || !cacheable(req.uri().path()) {
         return next.run(req).await;
     }
     let cache = &state.cache;

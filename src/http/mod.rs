@@ -27,6 +27,7 @@
 pub mod assets;
 pub mod auth;
 mod cache;
+mod events;
 pub mod governor;
 pub mod guard;
 mod routes;
@@ -104,6 +105,10 @@ pub(crate) struct AppState {
     pub cache: cache::Cache,
     /// The cap on the server's CPU.
     pub governor: governor::Governor,
+    /// The count of durable timesteps (the event stream follows it).
+    pub durable: Arc<crate::store::durable::Durable>,
+    /// Event streams open ([`events::MAX_STREAMS`] permits).
+    pub streams: Arc<tokio::sync::Semaphore>,
 }
 
 /// Start serving `db` (the store in `store_dir`) per `cfg`: checks the address, creates or
@@ -114,10 +119,11 @@ pub(crate) struct AppState {
 pub fn start(
     store_dir: &Path,
     db: sled::Db,
+    durable: Arc<crate::store::durable::Durable>,
     cfg: &HttpConfig,
     live: bool,
 ) -> Result<Option<Server>, HttpError> {
-    start_with(store_dir, db, cfg, live, Limits::default())
+    start_with(store_dir, db, durable, cfg, live, Limits::default())
 }
 
 /// How much lower than the process's own the CPU priority of the HTTP server's threads is
@@ -181,6 +187,7 @@ fn restore_thread_priority() {
 pub fn start_with(
     store_dir: &Path,
     db: sled::Db,
+    durable: Arc<crate::store::durable::Durable>,
     cfg: &HttpConfig,
     live: bool,
     limits: Limits,
@@ -219,6 +226,8 @@ pub fn start_with(
         limits,
         queries: tokio::sync::Semaphore::new(guard::MAX_QUERIES),
         cache: cache::Cache::new(&db),
+        durable,
+        streams: Arc::new(tokio::sync::Semaphore::new(events::MAX_STREAMS)),
         db,
     });
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -253,11 +262,12 @@ pub fn start_with(
 pub fn start_opt(
     store_dir: &Path,
     db: &sled::Db,
+    durable: Arc<crate::store::durable::Durable>,
     cfg: Option<&HttpConfig>,
     live: bool,
 ) -> Result<Option<Server>, HttpError> {
     let Some(cfg) = cfg else { return Ok(None) };
-    let server = start(store_dir, db.clone(), cfg, live)?;
+    let server = start(store_dir, db.clone(), durable, cfg, live)?;
     if let Some(s) = &server {
         tracing::info!(
             url = %s.login_url,

@@ -56,6 +56,7 @@ pub(super) fn router(state: Arc<AppState>) -> (Router, Router) {
         .route("/api/v1/verdicts", get(verdicts))
         .route("/api/v1/verdicts/{id}", get(verdict))
         .route("/api/v1/topics", get(topics))
+        .route("/api/v1/events", get(super::events::events))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),

@@ -348,6 +348,13 @@ fn read_trees(store: &Store, r: &mut Report) -> Result<(), StoreError> {
                         r.problems.push(bad("topic", e.to_string()));
                     }
                 }
+                OUTBOX => match postcard::from_bytes::<OutboxRecord>(&v) {
+                    Ok(rec) if outbox_key(&rec.url, rec.timestep)[..] == k[..] => {}
+                    Ok(_) => r
+                        .problems
+                        .push(bad("webhook message", "under a foreign key".into())),
+                    Err(e) => r.problems.push(bad("webhook message", e.to_string())),
+                },
                 _ => {}
             }
         }

@@ -190,8 +190,12 @@ impl Store {
         );
         // 2. Diff against what is stored; `changes` is applied to the cache once committed.
         let (mut ops, changes) = self.state_ops(state, sw.incremental.as_ref());
-        // 3. The timestep's records.
+        // 3. The timestep's records, and its outbox messages.
         records_ops(write, &mut ops);
+        if let Some(f) = &self.outbox {
+            let oi = ALL_TREES.iter().position(|n| *n == OUTBOX).unwrap();
+            ops.extend(f(write).into_iter().map(|(k, v)| (oi, k, Some(v))));
+        }
         let stats = CommitStats {
             bytes: ops
                 .iter()

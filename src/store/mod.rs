@@ -14,6 +14,7 @@
 
 pub mod check;
 mod commit;
+pub mod durable;
 pub mod guard;
 pub mod migrate;
 pub mod rebuild;
@@ -176,7 +177,15 @@ pub struct Store {
     /// Progress entries to clear once the commit in flight has settled
     /// ([`Store::forget_progress`]).
     forgets: Vec<(String, [u8; 32])>,
+    /// The outbox records each timestep's commit writes ([`Store::set_outbox`]).
+    outbox: Option<OutboxFn>,
+    /// The durable timesteps, published after every flush.
+    durable: std::sync::Arc<durable::Durable>,
 }
+
+/// What a timestep adds to the [`OUTBOX`] tree, worked out from its write: (key, value) pairs
+/// written in its transaction.
+pub type OutboxFn = Box<dyn Fn(&TimestepWrite) -> Vec<(Vec<u8>, Vec<u8>)> + Send>;
 
 fn pid_path(dir: &Path) -> PathBuf {
     dir.join("novad.pid")
@@ -214,6 +223,8 @@ impl Store {
             pending_sidecar: None,
             later: commit::Later::default(),
             forgets: Default::default(),
+            outbox: None,
+            durable: std::sync::Arc::new(durable::Durable::new(0)),
             db,
         };
         guard::watched(dir, "checking what the store holds", || {
@@ -229,7 +240,24 @@ impl Store {
                 .collect::<std::result::Result<Vec<_>, _>>()
         })?
         .map_err(|e| store.sled(e))?;
+        // whatever the store holds at open is durable
+        let held = match store.tree(TIMESTEPS).last().map_err(|e| store.sled(e))? {
+            Some((k, _)) if k.len() == 8 => u64::from_be_bytes(k[..].try_into().unwrap()) + 1,
+            _ => 0,
+        };
+        store.durable.publish(held);
         Ok(store)
+    }
+
+    /// Every later commit also writes what `f` makes of its timestep into the [`OUTBOX`]
+    /// tree, in the same transaction.
+    pub fn set_outbox(&mut self, f: OutboxFn) {
+        self.outbox = Some(f);
+    }
+
+    /// The count of durable timesteps, and its waiters.
+    pub fn durable(&self) -> std::sync::Arc<durable::Durable> {
+        std::sync::Arc::clone(&self.durable)
     }
 
     pub fn dir(&self) -> &Path {
@@ -546,6 +574,7 @@ impl Store {
         }
         if let Some(c) = &self.pending_sidecar {
             sidecar::write(&self.dir, c)?;
+            self.durable.publish(c.timesteps);
             self.pending_sidecar = None;
         }
         Ok(())

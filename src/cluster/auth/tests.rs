@@ -242,12 +242,18 @@ fn key_files_are_written_once_with_mode_0600_and_checked_when_read() {
 
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
     let e = ClusterKey::load(&path).unwrap_err();
-    assert!(matches!(e, KeyError::Exposed { mode: 0o640, .. }), "{e}");
+    assert!(
+        matches!(e, KeyError::File(SecretError::Exposed { mode: 0o640, .. })),
+        "{e}"
+    );
     assert!(e.to_string().contains("0640") && e.to_string().contains("cluster.key"));
 
     let short = dir.path().join("short.key");
     std::fs::write(&short, [1u8; 16]).unwrap();
     std::fs::set_permissions(&short, std::fs::Permissions::from_mode(0o600)).unwrap();
     let e = ClusterKey::load(&short).unwrap_err();
-    assert!(matches!(e, KeyError::Short { len: 16, .. }), "{e}");
+    assert!(
+        matches!(e, KeyError::File(SecretError::Short { len: 16, .. })),
+        "{e}"
+    );
 }

@@ -102,7 +102,18 @@
     $("kpi-disk").textContent = bytes(st.disk_bytes);
     renderModel(st);
     setLive(true, st.live ? "live · updated " + new Date().toTimeString().slice(0, 8) : "stopped daemon · read-only");
+    renderHooks(st.webhooks || []);
     return `${st.state ? st.state.timestep : -1}/${st.verdicts}`;
+  }
+
+  // Webhook messages not yet delivered: waiting ones in amber, parked ones (delivery gave up) in red.
+  function renderHooks(hooks) {
+    const box = $("hooks");
+    const waiting = hooks.reduce((n, w) => n + w.waiting, 0), parked = hooks.reduce((n, w) => n + w.parked, 0);
+    box.hidden = waiting + parked === 0;
+    box.className = "hooks" + (parked ? " parked" : "");
+    box.textContent = parked ? `webhooks: ${parked} parked, ${waiting} waiting` : `webhooks: ${waiting} waiting`;
+    box.title = hooks.map((w) => `${w.url}: ${w.waiting} waiting, ${w.parked} parked` + (w.last_error ? ` (last error: ${w.last_error})` : "")).join("\n");
   }
 
   function pickStep(t) {
@@ -367,7 +378,7 @@
     }
   }
 
-  async function poll() {
+  async function update() {
     try {
       const sig = await loadStatus();
       if (sig !== view.sig) {
@@ -378,7 +389,28 @@
       setLive(false, "no connection");
       if (!document.body.dataset.ready) { toast(e.message); document.body.dataset.ready = "1"; }
     }
-    setTimeout(poll, POLL_MS);
+  }
+
+  // The page follows the daemon's event stream, one message per committed timestep; the
+  // browser reconnects by itself and resumes after the last message it saw. Without
+  // EventSource the page polls.
+  function follow() {
+    if (!window.EventSource) {
+      const tick = () => update().then(() => setTimeout(tick, POLL_MS));
+      return tick();
+    }
+    const es = new EventSource("/api/v1/events");
+    es.addEventListener("open", () => { document.body.dataset.stream = "open"; update(); });
+    es.addEventListener("timestep", (ev) => {
+      document.body.dataset.lastEvent = ev.lastEventId;
+      const m = JSON.parse(ev.data);
+      for (const e of m.events || []) {
+        toast(`New event at timestep ${m.timestep}: ${e.keywords.slice(0, 5).join(", ")} (${e.size} documents)`);
+      }
+      update();
+    });
+    es.addEventListener("error", () => { document.body.dataset.stream = "closed"; setLive(false, "reconnecting"); });
+    return update();
   }
 
   function onRange() {
@@ -403,5 +435,5 @@
   window.addEventListener("hashchange", fromHash);
   let resizeTimer = null;
   window.addEventListener("resize", () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(refreshAll, 200); });
-  poll().then(fromHash);
+  follow().then(fromHash);
 })();
