@@ -73,7 +73,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon: watch the inbox, ingest each batch file as one timestep.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Ingest batch files once, in the order given (the daemon's code path, without moving
     /// files).
     Ingest(IngestArgs),

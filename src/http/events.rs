@@ -66,28 +66,23 @@ pub fn timestep_event(db: &sled::Db, t: u64) -> Result<Option<Value>, String> {
     })))
 }
 
-/// Where a stream starts: after `Last-Event-ID` or `?after=`, else at the next commit.
+/// Where a stream starts: after `Last-Event-ID` or `?after=`, else at the next commit; `Err`
+/// says what is wrong with the request.
 fn start_after(
     headers: &HeaderMap,
     q: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Result<Option<u64>, Response> {
+) -> Result<Option<u64>, String> {
     let bad = |what: &str, v: &str| {
-        error(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "{what} `{}` is not a timestep number",
-                crate::show::shown(v)
-            ),
+        format!(
+            "{what} `{}` is not a timestep number",
+            crate::show::shown(v)
         )
     };
-    let Query(q) = q.map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let Query(q) = q.map_err(|e| e.body_text())?;
     if let Some((k, _)) = q.iter().find(|(k, _)| k != "after") {
-        return Err(error(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "unknown parameter `{}` (the stream takes `after`)",
-                crate::show::shown(k)
-            ),
+        return Err(format!(
+            "unknown parameter `{}` (the stream takes `after`)",
+            crate::show::shown(k)
         ));
     }
     if let Some(v) = headers.get("last-event-id") {
@@ -154,7 +149,7 @@ pub(super) async fn events(
 ) -> Response {
     let after = match start_after(&headers, q) {
         Ok(a) => a,
-        Err(r) => return r,
+        Err(why) => return error(StatusCode::BAD_REQUEST, why),
     };
     let Ok(permit) = Arc::clone(&state.streams).try_acquire_owned() else {
         return error(

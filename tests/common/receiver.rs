@@ -59,8 +59,11 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
+/// A request's header lines (name, value) and its body.
+type Request = (Vec<(String, String)>, Vec<u8>);
+
 /// Read one request from `s`: its headers and its body (by Content-Length).
-fn read_request(s: &TcpStream) -> Option<(Vec<(String, String)>, Vec<u8>)> {
+fn read_request(s: &TcpStream) -> Option<Request> {
     let mut r = BufReader::new(s.try_clone().ok()?);
     let mut line = String::new();
     r.read_line(&mut line).ok()?;
