@@ -165,7 +165,7 @@ fn run(db: &sled::Db, tree: &sled::Tree, r: &Receiver, durable: &Durable, stop: 
         };
         let wait = rec.next_at - now_ms();
         if wait > 0 {
-            std::thread::sleep(Duration::from_millis(wait.min(200) as u64));
+            std::thread::sleep(Duration::from_millis(wait.min(500) as u64));
             continue;
         }
         match send(&agent, &rec, r.secret.as_deref()) {
