@@ -1,4 +1,4 @@
-//! The paths: the page, its assets, the login link and the versioned JSON API. Every store
+//! The paths: the page, its assets, the login link, the versioned JSON API and `/metrics`. Every store
 //! read goes through the functions of [`crate::query`] (the same as the socket API and the
 //! command line), on a blocking thread.
 
@@ -56,6 +56,7 @@ pub(super) fn router(state: Arc<AppState>) -> (Router, Router) {
         .route("/api/v1/verdicts", get(verdicts))
         .route("/api/v1/verdicts/{id}", get(verdict))
         .route("/api/v1/topics", get(topics))
+        .route("/metrics", get(metrics))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
@@ -276,6 +277,22 @@ async fn status(
     })
     .await?;
     json_ok(v)
+}
+
+/// The process's metrics ([`crate::metrics`]), the store's size measured now; never cached.
+async fn metrics(
+    State(st): State<Arc<AppState>>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Reply {
+    Params::new(q, &[])?;
+    let text = read(&st, |st| {
+        crate::metrics::set_store_bytes(crate::store::dir_size(&st.dir));
+        Ok(crate::metrics::encode())
+    })
+    .await?;
+    Ok(no_store(
+        ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response(),
+    ))
 }
 
 async fn timesteps(
