@@ -8,6 +8,7 @@
 //! - [`store`]: the sled store: open, lock, migrate, commit, snapshots, stored topics.
 //! - [`query`]: verdicts, topics and status read from a store.
 //! - [`cluster`]: the ℓ1 model's steps shared by several processes (timely-dataflow).
+//! - [`metrics`]: the process's Prometheus metrics (`GET /metrics`).
 //! - [`api_limits`]: what one client of a daemon API (socket or HTTP) may cost.
 //! - [`show`]: times and text from the data as people see them.
 //! - [`alerts`]: webhooks: each timestep's message, written to the store's outbox in its
@@ -23,6 +24,7 @@ pub mod cluster;
 pub mod daemon;
 pub mod http;
 pub mod ingest;
+pub mod metrics;
 pub mod query;
 pub mod secret;
 pub mod show;

@@ -91,7 +91,13 @@ fn messages_survive_a_down_receiver_and_a_kill_and_arrive_once() {
     daemon.kill9();
 
     let rx = Receiver::start(port, Answer::Status(200));
-    let daemon = Daemon::start(&d, &args);
+    // restarted with the HTTP server, to read its metrics
+    let restart = [
+        &["--http", "127.0.0.1:0"][..],
+        &["--notify", &url, "--notify-secret", &secret][..],
+    ]
+    .concat();
+    let daemon = Daemon::start(&d, &restart);
     let got = rx.wait_for(waiting as usize, 60);
     wait_for(30, "the outbox emptied", || backlog(&d) == (0, 0));
     std::thread::sleep(Duration::from_millis(1500));
@@ -144,6 +150,22 @@ fn messages_survive_a_down_receiver_and_a_kill_and_arrive_once() {
             .unwrap();
         assert_eq!(m["novel"], rec["stats"]["novel"], "timestep {t}");
     }
+    // the metrics count the deliveries of this run and an empty backlog
+    let base = http::login_link(&d.log());
+    let base = base.split("/login").next().unwrap();
+    let token = std::fs::read_to_string(d.store().join("http.token")).unwrap();
+    let (code, text) = http::get(base, "/metrics", Some(token.trim()), &[]);
+    assert_eq!(code, 200);
+    let sample = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    assert_eq!(
+        sample("novad_webhook_deliveries_total{result=\"delivered\"}"),
+        waiting as f64
+    );
+    assert_eq!(sample("novad_webhook_backlog"), 0.0);
     assert_eq!(stop(daemon), 0);
 }
 

@@ -174,9 +174,11 @@ fn run(db: &sled::Db, tree: &sled::Tree, r: &Receiver, durable: &Durable, stop: 
                 if let Err(e) = removed {
                     tracing::warn!(error = %e, id = %rec.id, "a delivered webhook message could not be removed; it will be sent again with the same Idempotency-Key");
                 }
+                crate::metrics::webhook_delivered();
                 tracing::debug!(url = %r.url, id = %rec.id, status, "webhook delivered");
             }
             Attempt::Failed(why) => {
+                crate::metrics::webhook_failed();
                 rec.attempts += 1;
                 let age = Duration::from_millis((now_ms() - rec.created_at).max(0) as u64);
                 if age >= r.give_up_after {

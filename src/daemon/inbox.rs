@@ -354,6 +354,7 @@ impl Inbox {
         }
         let rejected = self.rejected.clone();
         if let Ok(dest) = self.move_out(&rejected, path) {
+            crate::metrics::file_rejected();
             write_note(dest, &name, reason, applied);
         }
     }
@@ -528,6 +529,7 @@ impl Inbox {
                 self.look(&p, false, at, wall);
             }
         }
+        crate::metrics::set_inbox_waiting(self.queue.len() as u64);
         let ready = self.first_ready(at, wall);
         let next = ready
             .as_ref()

@@ -185,7 +185,6 @@ impl Queue {
     }
 
     /// How many files are known.
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.known.len()
     }

@@ -66,6 +66,7 @@ pub(super) fn log_committed(name: &str, len: u64, o: &Outcome) {
     else {
         return;
     };
+    crate::metrics::timestep_committed(*timestep, stats.docs as u64, stats.novel as u64, *seconds);
     tracing::info!(
         file = %name,
         timestep,

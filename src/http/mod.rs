@@ -325,6 +325,7 @@ async fn serve(
     };
     // every answer, refusals (401, 405, 413, 414, 503) included
     guard::secure(resp.headers_mut());
+    crate::metrics::http_response(resp.status().as_u16());
     Ok(resp)
 }
 

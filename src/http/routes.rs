@@ -1,4 +1,4 @@
-//! The paths: the page, its assets, the login link and the versioned JSON API. Every store
+//! The paths: the page, its assets, the login link, the versioned JSON API and `/metrics`. Every store
 //! read goes through the functions of [`crate::query`] (the same as the socket API and the
 //! command line), on a blocking thread.
 
@@ -57,6 +57,7 @@ pub(super) fn router(state: Arc<AppState>) -> (Router, Router) {
         .route("/api/v1/verdicts/{id}", get(verdict))
         .route("/api/v1/topics", get(topics))
         .route("/api/v1/events", get(super::events::events))
+        .route("/metrics", get(metrics))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
@@ -277,6 +278,27 @@ async fn status(
     })
     .await?;
     json_ok(v)
+}
+
+/// The process's metrics ([`crate::metrics`]), the store's size measured now; never cached.
+async fn metrics(
+    State(st): State<Arc<AppState>>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Reply {
+    Params::new(q, &[])?;
+    let text = read(&st, |st| {
+        crate::metrics::set_store_bytes(crate::store::dir_size(&st.dir));
+        let hooks = crate::alerts::backlog::read(&st.db)?;
+        crate::metrics::set_webhook_backlog(
+            hooks.iter().map(|h| h.waiting).sum(),
+            hooks.iter().map(|h| h.parked).sum(),
+        );
+        Ok(crate::metrics::encode())
+    })
+    .await?;
+    Ok(no_store(
+        ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response(),
+    ))
 }
 
 async fn timesteps(
