@@ -148,7 +148,7 @@ fn run_with(
     // every way out of here removes the socket
     let sock = RemoveOnDrop(sock);
     let sock = &sock.0;
-    crate::http::start_opt(&cfg.store, ing.store.db(), cfg.http.as_ref(), true)?;
+    crate::http::start_opt(&cfg.store, ing.store.db(), cfg.http.as_ref(), Some(&dir))?;
     tracing::info!(
         inbox = %cfg.inbox.display(),
         store = %cfg.store.display(),
