@@ -203,8 +203,15 @@ impl Keys {
         let tmp = self.dir.join(format!(".{}.tmp", name_of(&path)));
         let json = serde_json::to_vec(rec).expect("a record serializes");
         write_synced(&tmp, &json).map_err(|e| io_failed("write", &tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| io_failed("rename", &tmp, e))?;
-        sync_dir(&self.dir).map_err(|e| io_failed("sync", &self.dir, e))
+        if let Err(e) = std::fs::rename(&tmp, &path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io_failed("rename", &tmp, e));
+        }
+        // a record that may not last is taken back: the push fails whole
+        sync_dir(&self.dir).map_err(|e| {
+            let _ = std::fs::remove_file(&path);
+            io_failed("sync", &self.dir, e)
+        })
     }
 }
 
