@@ -329,6 +329,11 @@ pub struct RunArgs {
     pub limits: LimitArgs,
     #[command(flatten)]
     pub http: HttpArgs,
+    /// The largest batch a push over HTTP (`POST /api/v1/batches`) may carry, in bytes (≥ 1);
+    /// a larger one is refused with 413.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::http::push::DEFAULT_MAX_BATCH_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_max_batch_bytes: u64,
     #[command(flatten)]
     pub notify: NotifyArgs,
     #[command(flatten)]
@@ -401,6 +406,16 @@ impl NotifyArgs {
             });
         }
         Ok(crate::alerts::Webhooks { receivers })
+    }
+}
+
+impl RunArgs {
+    /// The HTTP server's configuration, `None` with `--no-http`.
+    pub fn http_config(&self) -> Option<crate::http::HttpConfig> {
+        self.http.config().map(|c| crate::http::HttpConfig {
+            max_batch_bytes: self.http_max_batch_bytes,
+            ..c
+        })
     }
 }
 

@@ -177,6 +177,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Run(a) => {
             let params = a.params.resolve()?;
             let cluster = a.cluster.config()?;
+            let http = a.http_config();
             let cfg = RunConfig {
                 inbox: a.inbox,
                 store: a.store.store,
@@ -184,7 +185,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                 settle: std::time::Duration::from_millis(a.settle_ms),
                 poll: std::time::Duration::from_millis(a.poll_ms),
                 limits: a.limits.limits(),
-                http: a.http.config(),
+                http,
                 webhooks: a.notify.webhooks()?,
                 retry_parked: a.notify.notify_retry_parked,
             };
@@ -446,7 +447,7 @@ fn serve(a: &novad::cli::ServeArgs) -> Result<()> {
         store.db().clone(),
         store.durable(),
         &cfg,
-        false,
+        None,
     )?
     .context("the HTTP address is in use; pass --http ADDR")?;
     println!("novad: serving {} read-only", a.store.store.display());

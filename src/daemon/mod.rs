@@ -164,7 +164,7 @@ fn run_with(
         ing.store.db(),
         ing.store.durable(),
         cfg.http.as_ref(),
-        true,
+        Some(&dir),
     )?;
     tracing::info!(
         inbox = %cfg.inbox.display(),

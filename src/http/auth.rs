@@ -3,6 +3,11 @@
 //! `novad_token_PORT` (the port in the name keeps two servers on one host apart). The cookie is
 //! set by `/login?code=CODE` — a one-time code printed at start, like Jupyter's link — or by
 //! `/login?token=TOKEN`.
+//!
+//! Pushing batches (`POST /api/v1/batches`) takes a second token, `ingest.token` (also 256
+//! random bits, mode 0600), as a bearer header only (no cookie: a page a browser visits must
+//! not be able to push). Each token opens only its own part: the read token cannot push and
+//! the ingest token cannot read.
 
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -16,9 +21,17 @@ use super::HttpError;
 /// The token file's name in the store directory.
 pub const TOKEN_FILE: &str = "http.token";
 
-/// Path of the token file of a store.
+/// The ingest token file's name in the store directory.
+pub const INGEST_TOKEN_FILE: &str = "ingest.token";
+
+/// Path of the (read) token file of a store.
 pub fn token_path(store_dir: &Path) -> PathBuf {
     store_dir.join(TOKEN_FILE)
+}
+
+/// Path of the ingest token file of a store.
+pub fn ingest_token_path(store_dir: &Path) -> PathBuf {
+    store_dir.join(INGEST_TOKEN_FILE)
 }
 
 /// `n` random bytes from the operating system, as lowercase hex.
@@ -30,10 +43,11 @@ fn random_hex(n: usize) -> Result<String, String> {
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// The store's token: read from `http.token`, or created there (256 random bits, mode 0600)
-/// when missing. Refuses a token file that others can read or that holds no usable token.
-pub fn load_or_create_token(store_dir: &Path) -> Result<String, HttpError> {
-    let path = token_path(store_dir);
+/// A token of the store: read from `store_dir/file` (e.g. [`TOKEN_FILE`]), or created there
+/// (256 random bits, mode 0600) when missing. Refuses a token file that others can read or
+/// that holds no usable token.
+pub fn load_or_create_token(store_dir: &Path, file: &str) -> Result<String, HttpError> {
+    let path = store_dir.join(file);
     let err = |msg: String| HttpError::Token {
         path: path.clone(),
         msg,
@@ -83,9 +97,22 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The server's credentials: the token and the one-time login code.
+/// Whose token a push carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushAccess {
+    /// The ingest token, as a bearer header.
+    Allowed,
+    /// The read token (bearer header or cookie), which cannot push.
+    ReadToken,
+    /// No token, or a wrong one.
+    Denied,
+}
+
+/// The server's credentials: the tokens and the one-time login code.
 pub struct Auth {
     token: String,
+    /// The token that pushes batches (`None`: nothing can push).
+    ingest_token: Option<String>,
     cookie_name: String,
     login_code: Mutex<Option<String>>,
     /// When the login code stops working (used or not).
@@ -101,10 +128,17 @@ impl Auth {
         let code = random_hex(16).ok();
         Auth {
             token,
+            ingest_token: None,
             cookie_name: format!("novad_token_{port}"),
             login_code: Mutex::new(code),
             code_expires: std::time::Instant::now() + LOGIN_CODE_TTL,
         }
+    }
+
+    /// These credentials with `token` as the ingest token.
+    pub fn with_ingest_token(mut self, token: String) -> Auth {
+        self.ingest_token = Some(token);
+        self
     }
 
     /// The one-time login code (empty once used or when none could be made).
@@ -142,16 +176,36 @@ impl Auth {
         constant_time_eq(self.token.as_bytes(), t.as_bytes())
     }
 
-    /// Whether the request headers carry the token (bearer header or cookie).
-    pub fn authorized(&self, headers: &axum::http::HeaderMap) -> bool {
-        let bearer = headers
+    /// The bearer tokens of `headers`.
+    fn bearers(headers: &axum::http::HeaderMap) -> impl Iterator<Item = &str> {
+        headers
             .get_all(axum::http::header::AUTHORIZATION)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .filter_map(|v| v.trim_start().split_once(' '))
             // the scheme name is case-insensitive (RFC 9110 §11.1)
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .any(|(_, t)| self.token_matches(t.trim()));
+            .map(|(_, t)| t.trim())
+    }
+
+    /// Whether a push's headers carry the ingest token as a bearer header (the cookie never
+    /// pushes), the read token instead, or neither.
+    pub fn push_access(&self, headers: &axum::http::HeaderMap) -> PushAccess {
+        let ingest = self.ingest_token.as_deref().is_some_and(|want| {
+            Self::bearers(headers).any(|t| constant_time_eq(want.as_bytes(), t.as_bytes()))
+        });
+        if ingest {
+            PushAccess::Allowed
+        } else if self.authorized(headers) {
+            PushAccess::ReadToken
+        } else {
+            PushAccess::Denied
+        }
+    }
+
+    /// Whether the request headers carry the read token (bearer header or cookie).
+    pub fn authorized(&self, headers: &axum::http::HeaderMap) -> bool {
+        let bearer = Self::bearers(headers).any(|t| self.token_matches(t));
         bearer
             || headers
                 .get_all(axum::http::header::COOKIE)
@@ -179,20 +233,69 @@ mod tests {
     #[test]
     fn token_file_is_private_stable_and_checked() {
         let d = tempfile::tempdir().unwrap();
-        let t1 = load_or_create_token(d.path()).unwrap();
+        let t1 = load_or_create_token(d.path(), TOKEN_FILE).unwrap();
         let mode = std::fs::metadata(token_path(d.path()))
             .unwrap()
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         assert_eq!(t1.len(), 64);
-        assert_eq!(load_or_create_token(d.path()).unwrap(), t1, "read back");
+        assert_eq!(
+            load_or_create_token(d.path(), TOKEN_FILE).unwrap(),
+            t1,
+            "read back"
+        );
         let other = tempfile::tempdir().unwrap();
-        assert_ne!(load_or_create_token(other.path()).unwrap(), t1, "random");
+        assert_ne!(
+            load_or_create_token(other.path(), TOKEN_FILE).unwrap(),
+            t1,
+            "random"
+        );
         std::fs::set_permissions(token_path(d.path()), std::fs::Permissions::from_mode(0o644))
             .unwrap();
-        let e = load_or_create_token(d.path()).unwrap_err().to_string();
+        let e = load_or_create_token(d.path(), TOKEN_FILE)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("chmod 600"), "{e}");
+        // the ingest token is another file with another token
+        let i = load_or_create_token(other.path(), INGEST_TOKEN_FILE).unwrap();
+        let mode = std::fs::metadata(ingest_token_path(other.path()))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(i.len(), 64);
+        assert_ne!(i, load_or_create_token(other.path(), TOKEN_FILE).unwrap());
+    }
+
+    #[test]
+    fn only_the_ingest_token_as_a_bearer_header_pushes() {
+        let a = Auth::new("r".repeat(64), 9000).with_ingest_token("i".repeat(64));
+        let bearer = |t: &str| {
+            let mut h = HeaderMap::new();
+            let v = format!("Bearer {t}");
+            h.insert("authorization", HeaderValue::from_str(&v).unwrap());
+            h
+        };
+        assert_eq!(a.push_access(&bearer(&"i".repeat(64))), PushAccess::Allowed);
+        assert_eq!(
+            a.push_access(&bearer(&"r".repeat(64))),
+            PushAccess::ReadToken
+        );
+        assert_eq!(a.push_access(&bearer("wrong")), PushAccess::Denied);
+        assert_eq!(a.push_access(&HeaderMap::new()), PushAccess::Denied);
+        assert!(
+            !a.authorized(&bearer(&"i".repeat(64))),
+            "the ingest token cannot read"
+        );
+        // the ingest token as a cookie does not push
+        let mut c = HeaderMap::new();
+        let v = format!("novad_token_9000={}", "i".repeat(64));
+        c.insert("cookie", HeaderValue::from_str(&v).unwrap());
+        assert_eq!(a.push_access(&c), PushAccess::Denied);
+        // without an ingest token nothing pushes
+        let b = Auth::new("r".repeat(64), 9000);
+        assert_eq!(b.push_access(&bearer(&"i".repeat(64))), PushAccess::Denied);
     }
 
     #[test]

@@ -1,5 +1,8 @@
-//! Limits every request passes before it reaches a handler: read-only methods, bounded URI,
-//! headers and (absent) body, the access token, and a deadline.
+//! Limits every request passes before it reaches a handler: read-only methods (but for a push,
+//! `POST` [`push::PATH`], the one request with a body, capped by
+//! [`HttpConfig::max_batch_bytes`](super::HttpConfig::max_batch_bytes)), bounded URI, headers
+//! and (absent) body, the access token (the ingest token for a push), and a deadline (a push
+//! bounds its own time, see [`push::BODY_DEADLINE`]).
 //!
 //! The limits that mean the same for HTTP as for the query socket come from the one
 //! [`Limits`](crate::api_limits::Limits) value the server is started with:
@@ -18,7 +21,8 @@ use axum::http::{header, HeaderValue, Method, Request, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::AppState;
+use super::auth::PushAccess;
+use super::{push, AppState};
 
 /// Longest request target (path and query), bytes.
 pub const MAX_URI: usize = 2048;
@@ -47,12 +51,18 @@ pub fn error(status: StatusCode, msg: impl Into<String>) -> Response {
     r
 }
 
-/// Refuse what a read-only API never needs before anything else runs.
+/// Refuse what a read-only API never needs before anything else runs (a push's body is
+/// checked by its handler).
 pub(crate) fn refuse<B>(req: &Request<B>) -> Option<Response> {
-    if req.method() != Method::GET && req.method() != Method::HEAD {
+    let push = push::is_push(req);
+    if !push && req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = error(
             StatusCode::METHOD_NOT_ALLOWED,
-            format!("{} not allowed: the API is read-only (GET)", req.method()),
+            format!(
+                "{} not allowed: the API is read-only (GET), but for POST {}",
+                req.method(),
+                push::PATH
+            ),
         );
         r.headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
@@ -81,7 +91,7 @@ pub(crate) fn refuse<B>(req: &Request<B>) -> Option<Response> {
             .headers()
             .get(header::CONTENT_LENGTH)
             .is_some_and(|v| v.as_bytes() != b"0");
-    if has_body {
+    if has_body && !push {
         return Some(error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "requests carry no body: the API is read-only",
@@ -99,6 +109,26 @@ pub(crate) async fn guard(
 ) -> Response {
     if let Some(r) = refuse(&req) {
         return r;
+    }
+    if push::is_push(&req) {
+        return match state.auth.push_access(req.headers()) {
+            PushAccess::Allowed => next.run(req).await,
+            PushAccess::ReadToken => error(
+                StatusCode::FORBIDDEN,
+                "the read token cannot ingest; use ingest.token (the store's ingest.token file) as `Authorization: Bearer TOKEN`",
+            ),
+            PushAccess::Denied => {
+                let mut r = error(
+                    StatusCode::UNAUTHORIZED,
+                    "missing or wrong ingest token: send `Authorization: Bearer TOKEN` (the token is in the store's ingest.token file)",
+                );
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"novad\""),
+                );
+                r
+            }
+        };
     }
     let open = req.uri().path() == "/login";
     if !open && !state.auth.authorized(req.headers()) {

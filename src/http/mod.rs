@@ -4,7 +4,9 @@
 //! Security model: the server binds a loopback address unless told otherwise
 //! ([`HttpConfig::allow_remote`]); every request needs the store's access token (see
 //! [`auth`]) as a bearer header or as the cookie set by the login link printed at start; only
-//! `GET`/`HEAD` are served; requests have a deadline and size limits (see [`guard`]).
+//! `GET`/`HEAD` are served, but for pushing batches into a running daemon's inbox (`POST
+//! /api/v1/batches` with the separate ingest token, see [`push`]); requests have a deadline
+//! and size limits (see [`guard`]).
 //!
 //! The server runs on threads of its own: one thread serves every connection (a
 //! single-threaded tokio runtime: under the CPU cap one is enough, and it measured less CPU
@@ -30,6 +32,7 @@ mod cache;
 mod events;
 pub mod governor;
 pub mod guard;
+pub mod push;
 mod routes;
 pub mod silent;
 
@@ -54,6 +57,8 @@ pub struct HttpConfig {
     /// The address was given by the user: failing to bind it is an error. The default address
     /// being taken (another daemon) only disables HTTP, with a warning.
     pub explicit: bool,
+    /// The largest batch a push may carry, bytes (`--http-max-batch-bytes`).
+    pub max_batch_bytes: u64,
 }
 
 impl Default for HttpConfig {
@@ -62,6 +67,7 @@ impl Default for HttpConfig {
             addr: DEFAULT_ADDR.parse().expect("valid default address"),
             allow_remote: false,
             explicit: false,
+            max_batch_bytes: push::DEFAULT_MAX_BATCH_BYTES,
         }
     }
 }
@@ -97,6 +103,13 @@ pub(crate) struct AppState {
     pub dir: PathBuf,
     /// Whether a daemon ingests into this store (false for `novad serve`).
     pub live: bool,
+    /// The inbox of the daemon that ingests into this store (`None` for `novad serve`:
+    /// pushes are refused).
+    pub inbox: Option<PathBuf>,
+    /// The largest batch a push may carry, bytes.
+    pub max_batch_bytes: u64,
+    /// One push at a time (its checks, writes and rename).
+    pub pushes: Arc<tokio::sync::Semaphore>,
     pub auth: auth::Auth,
     /// The bounds shared with the query socket (request size, time to send it, deadline).
     pub limits: Limits,
@@ -112,7 +125,8 @@ pub(crate) struct AppState {
 }
 
 /// Start serving `db` (the store in `store_dir`) per `cfg`: checks the address, creates or
-/// reads the access token, binds, then serves on background threads. Returns `Ok(None)` when
+/// reads the access tokens, binds, then serves on background threads. `inbox` is the inbox
+/// of the daemon ingesting into the store (`None` when none does). Returns `Ok(None)` when
 /// the default address is taken (HTTP disabled, logged); every other failure is an error.
 /// Requests are bounded by the default [`Limits`] (the query socket's) and [`guard`]'s
 /// HTTP-only limits.
@@ -121,9 +135,9 @@ pub fn start(
     db: sled::Db,
     durable: Arc<crate::store::durable::Durable>,
     cfg: &HttpConfig,
-    live: bool,
+    inbox: Option<&Path>,
 ) -> Result<Option<Server>, HttpError> {
-    start_with(store_dir, db, durable, cfg, live, Limits::default())
+    start_with(store_dir, db, durable, cfg, inbox, Limits::default())
 }
 
 /// How much lower than the process's own the CPU priority of the HTTP server's threads is
@@ -189,13 +203,14 @@ pub fn start_with(
     db: sled::Db,
     durable: Arc<crate::store::durable::Durable>,
     cfg: &HttpConfig,
-    live: bool,
+    inbox: Option<&Path>,
     limits: Limits,
 ) -> Result<Option<Server>, HttpError> {
     if !cfg.addr.ip().is_loopback() && !cfg.allow_remote {
         return Err(HttpError::NotLoopback { addr: cfg.addr });
     }
-    let token = auth::load_or_create_token(store_dir)?;
+    let token = auth::load_or_create_token(store_dir, auth::TOKEN_FILE)?;
+    let ingest_token = auth::load_or_create_token(store_dir, auth::INGEST_TOKEN_FILE)?;
     let listener = match TcpListener::bind(cfg.addr) {
         Ok(l) => l,
         Err(e) if !cfg.explicit && e.kind() == std::io::ErrorKind::AddrInUse => {
@@ -215,13 +230,16 @@ pub fn start_with(
     };
     let addr = listener.local_addr().map_err(bind_err)?;
     listener.set_nonblocking(true).map_err(bind_err)?;
-    let auth = auth::Auth::new(token, addr.port());
+    let auth = auth::Auth::new(token, addr.port()).with_ingest_token(ingest_token);
     let login_url = format!("http://{addr}/login?code={}", auth.login_code());
     let threads = governor::Threads::default();
     let state = Arc::new(AppState {
         governor: governor::Governor::new(threads.clone(), governor::CPU_SHARE, governor::BURST),
         dir: store_dir.to_path_buf(),
-        live,
+        live: inbox.is_some(),
+        inbox: inbox.map(Path::to_path_buf),
+        max_batch_bytes: cfg.max_batch_bytes,
+        pushes: Arc::new(tokio::sync::Semaphore::new(1)),
         auth,
         limits,
         queries: tokio::sync::Semaphore::new(guard::MAX_QUERIES),
@@ -264,15 +282,16 @@ pub fn start_opt(
     db: &sled::Db,
     durable: Arc<crate::store::durable::Durable>,
     cfg: Option<&HttpConfig>,
-    live: bool,
+    inbox: Option<&Path>,
 ) -> Result<Option<Server>, HttpError> {
     let Some(cfg) = cfg else { return Ok(None) };
-    let server = start(store_dir, db.clone(), durable, cfg, live)?;
+    let server = start(store_dir, db.clone(), durable, cfg, inbox)?;
     if let Some(s) = &server {
         tracing::info!(
             url = %s.login_url,
             token = %auth::token_path(store_dir).display(),
-            "dashboard: open the one-time link to sign in; API clients send the token file's content as a bearer token"
+            ingest_token = %auth::ingest_token_path(store_dir).display(),
+            "dashboard: open the one-time link to sign in; API clients send the token file's content as a bearer token, pushes the ingest token file's"
         );
     }
     Ok(server)

@@ -8,7 +8,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
@@ -58,6 +58,7 @@ pub(super) fn router(state: Arc<AppState>) -> (Router, Router) {
         .route("/api/v1/topics", get(topics))
         .route("/api/v1/events", get(super::events::events))
         .route("/metrics", get(metrics))
+        .route(super::push::PATH, post(super::push::batches))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
