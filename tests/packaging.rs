@@ -109,6 +109,7 @@ fn the_systemd_unit_has_the_hardening_and_passes_systemd_analyze_verify() {
         ),
         ("Restart", "on-failure"),
         ("RestartSec", "5"),
+        ("RestartPreventExitStatus", "3"),
         ("CapabilityBoundingSet", ""),
         ("KillSignal", "SIGTERM"),
         ("TimeoutStopSec", "120"),
