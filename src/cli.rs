@@ -104,6 +104,17 @@ pub enum Command {
     /// Write a fresh cluster key to FILE (32 random bytes, mode 0600; an existing file is never
     /// overwritten). Copy it to every process and pass it as `run --cluster-key FILE`.
     ClusterKey(ClusterKeyArgs),
+    /// Print a completion script for SHELL (bash, zsh, fish, elvish, powershell) to stdout,
+    /// e.g. `novad completions bash > /usr/share/bash-completion/completions/novad`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff) to stdout, e.g. `novad manpage > novad.1`.
+    Manpage,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell the script is for.
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]

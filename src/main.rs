@@ -195,6 +195,14 @@ fn dispatch(cli: Cli) -> Result<()> {
             }
         }
         Command::Serve(a) => serve(&a)?,
+        Command::Completions(a) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(a.shell, &mut cmd, "novad", &mut out);
+        }
+        Command::Manpage => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(cmd).render(&mut out)?;
+        }
         Command::ClusterKey(a) => {
             novad::cluster::auth::write_new_key(&a.file)?;
             writeln!(
