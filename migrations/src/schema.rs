@@ -239,7 +239,8 @@ pub struct OutboxRecord {
     /// The receiver's URL.
     pub url: String,
     pub timestep: u64,
-    /// Unix milliseconds when its timestep was committed.
+    /// Unix milliseconds when its timestep was committed, or when it was last made due again
+    /// after being parked: the give-up age counts from here.
     pub created_at: i64,
     /// The JSON body, exactly as signed and sent.
     pub body: Vec<u8>,
