@@ -16,7 +16,8 @@
 //!   the inbox. The same key again answers the same 202 without writing the batch again, and
 //!   first finishes an earlier push cut short between the record and the rename (its
 //!   temporary file is still there: it is renamed). The same key with another name or body is
-//!   refused with 422. The records live in files, so they survive a restart.
+//!   refused with 422. The records live in files, so they survive a restart; a record is kept
+//!   [`KEEP_KEYS`] (seven days) and removed by a later push with a key.
 //!
 //! The body is read and the files are written on a blocking thread, one push at a time.
 
@@ -47,6 +48,10 @@ pub const MAX_NAME_BYTES: usize = 200;
 pub const MAX_KEY_BYTES: usize = 256;
 /// The folder of the idempotency key records, in the store directory.
 pub const KEYS_DIR: &str = "ingest-keys";
+
+/// How long an `Idempotency-Key` record is kept: a retry within this time after its push is
+/// recognised; an older record is removed by the next push with a key.
+pub const KEEP_KEYS: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 /// The idempotency key header.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// How long the whole body of a push may take to arrive.
@@ -196,8 +201,28 @@ impl Keys {
         }
     }
 
-    /// Keep the record of `key` durably: temporary name, sync, rename, sync the folder.
+    /// Remove the records last written more than `keep` ago (their pushes are long done);
+    /// returns how many. Failures are ignored: a record left is only kept longer.
+    fn prune(&self, keep: std::time::Duration) -> usize {
+        let Ok(rd) = std::fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let old = |e: &std::fs::DirEntry| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > keep)
+        };
+        rd.flatten()
+            .filter(|e| old(e) && std::fs::remove_file(e.path()).is_ok())
+            .count()
+    }
+
+    /// Keep the record of `key` durably: temporary name, sync, rename, sync the folder. Records
+    /// older than [`KEEP_KEYS`] are removed first.
     fn put(&self, key: &str, rec: &Accepted) -> Result<(), Refused> {
+        self.prune(KEEP_KEYS);
         std::fs::create_dir_all(&self.dir).map_err(|e| io_failed("create", &self.dir, e))?;
         let path = self.path(key);
         let tmp = self.dir.join(format!(".{}.tmp", name_of(&path)));
@@ -480,11 +505,32 @@ mod tests {
             body: "00".into(),
         };
         keys.put("k", &rec).unwrap();
-        assert_eq!(keys.get("k").unwrap(), Some(rec));
+        assert_eq!(keys.get("k").unwrap(), Some(rec.clone()));
         assert!(keys.get("other").unwrap().is_none());
         let names = std::fs::read_dir(&keys.dir).unwrap().count();
         assert_eq!(names, 1, "no temporary file left");
         let file = keys.path("k");
         assert_eq!(name_of(&file).len(), 64, "blake3 hex");
+        // a record older than KEEP_KEYS goes at the next put; a recent one stays
+        let week_ago =
+            std::time::SystemTime::now() - KEEP_KEYS - std::time::Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(week_ago)
+            .unwrap();
+        keys.put("k2", &rec).unwrap();
+        assert!(
+            keys.get("k").unwrap().is_none(),
+            "the old record was removed"
+        );
+        assert!(keys.get("k2").unwrap().is_some());
+        assert_eq!(keys.prune(KEEP_KEYS), 0);
+        assert_eq!(
+            keys.prune(std::time::Duration::ZERO),
+            1,
+            "k2 is older than zero"
+        );
     }
 }
