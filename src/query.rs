@@ -454,21 +454,7 @@ pub fn write_status(out: &mut dyn Write, s: &Status) -> std::io::Result<()> {
             s.disk_bytes as f64 / (1 << 20) as f64
         )?;
     }
-    for w in &s.webhooks {
-        writeln!(
-            out,
-            "webhook          {}: {} waiting, {} parked{}",
-            shown(&w.url),
-            w.waiting,
-            w.parked,
-            w.last_error
-                .as_ref()
-                .map_or(String::new(), |e| format!(" (last error: {})", shown(e)))
-        )?;
-        if !w.parked_ids.is_empty() {
-            writeln!(out, "  parked          {}", w.parked_ids.join(" "))?;
-        }
-    }
+    crate::alerts::backlog::write(out, &s.webhooks)?;
     if !s.topics.is_empty() {
         writeln!(out, "\nlatest topics (newest first):")?;
         for t in &s.topics {

@@ -49,3 +49,25 @@ pub fn read(db: &sled::Db) -> Result<Vec<Backlog>, String> {
     }
     Ok(out.into_values().collect())
 }
+
+/// The lines of `novad status` for the backlogs: one per receiver, and the parked ids.
+pub fn write(out: &mut dyn std::io::Write, backlogs: &[Backlog]) -> std::io::Result<()> {
+    use crate::show::shown;
+    for w in backlogs {
+        let error = w
+            .last_error
+            .as_ref()
+            .map_or(String::new(), |e| format!(" (last error: {})", shown(e)));
+        writeln!(
+            out,
+            "webhook          {}: {} waiting, {} parked{error}",
+            shown(&w.url),
+            w.waiting,
+            w.parked,
+        )?;
+        if !w.parked_ids.is_empty() {
+            writeln!(out, "  parked          {}", w.parked_ids.join(" "))?;
+        }
+    }
+    Ok(())
+}
