@@ -224,11 +224,13 @@ fn a_failing_receiver_gets_messages_parked_then_sent_on_request() {
         &["--no-http", "--notify", &url, "--notify-retry-parked"],
     );
     wait_for(60, "the outbox emptied", || backlog(&d) == (0, 0));
-    let after: HashSet<String> = rx.got()[n..]
+    let sent: Vec<String> = rx.got()[n..]
         .iter()
         .map(|g| g.header("Idempotency-Key").unwrap().to_string())
         .collect();
-    assert_eq!(after.len() as u64, parked, "each parked message once");
+    let distinct: HashSet<&String> = sent.iter().collect();
+    assert_eq!(distinct.len() as u64, parked, "every parked message");
+    assert_eq!(sent.len(), distinct.len(), "each once");
     assert_eq!(stop(daemon), 0);
 }
 

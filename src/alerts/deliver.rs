@@ -175,7 +175,7 @@ fn run(db: &sled::Db, tree: &sled::Tree, r: &Receiver, durable: &Durable, stop: 
                     tracing::warn!(error = %e, id = %rec.id, "a delivered webhook message could not be removed; it will be sent again with the same Idempotency-Key");
                 }
                 crate::metrics::webhook_delivered();
-                tracing::debug!(url = %r.url, id = %rec.id, status, "webhook delivered");
+                tracing::debug!(url = %super::shown_url(&r.url), id = %rec.id, status, "webhook delivered");
             }
             Attempt::Failed(why) => {
                 crate::metrics::webhook_failed();
@@ -183,18 +183,29 @@ fn run(db: &sled::Db, tree: &sled::Tree, r: &Receiver, durable: &Durable, stop: 
                 let age = Duration::from_millis((now_ms() - rec.created_at).max(0) as u64);
                 if age >= r.give_up_after {
                     rec.parked = true;
-                    tracing::error!(url = %r.url, id = %rec.id, attempts = rec.attempts, error = %why, "webhook message parked: its receiver failed for too long (novad status lists it; --notify-retry-parked sends it again)");
+                    tracing::error!(url = %super::shown_url(&r.url), id = %rec.id, attempts = rec.attempts, error = %why, "webhook message parked: its receiver failed for too long (novad status lists it; --notify-retry-parked sends it again)");
                 } else {
                     let d = backoff(&rec.id, rec.attempts);
                     rec.next_at = now_ms() + d.as_millis() as i64;
                     if rec.attempts == 1 || rec.attempts.is_power_of_two() {
-                        tracing::warn!(url = %r.url, id = %rec.id, attempts = rec.attempts, error = %why, retry_in_secs = d.as_secs_f64(), "webhook delivery failed; will retry");
+                        tracing::warn!(url = %super::shown_url(&r.url), id = %rec.id, attempts = rec.attempts, error = %why, retry_in_secs = d.as_secs_f64(), "webhook delivery failed; will retry");
                     }
                 }
                 rec.last_error = Some(why);
                 let bytes = postcard::to_stdvec(&rec).expect("a record serialises");
-                if let Err(e) = tree.insert(&key, bytes) {
+                // a parked message stays parked after a crash (an attempt's count may not)
+                let parked = rec.parked;
+                let recorded = tree.insert(&key, bytes).and_then(|_| {
+                    if parked {
+                        db.flush().map(|_| ())
+                    } else {
+                        Ok(())
+                    }
+                });
+                if let Err(e) = recorded {
                     tracing::warn!(error = %e, "cannot record a webhook attempt");
+                    // not recorded: wait out its back-off here rather than retry at once
+                    std::thread::sleep(Duration::from_millis(500));
                 }
             }
         }
@@ -226,6 +237,60 @@ pub fn retry_parked(db: &sled::Db) -> Result<usize, sled::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::schema::outbox_key;
+
+    fn record(url: &str, timestep: u64, parked: bool) -> (Vec<u8>, Vec<u8>) {
+        let rec = OutboxRecord {
+            id: format!("t{timestep}"),
+            url: url.into(),
+            timestep,
+            created_at: 0,
+            body: b"{}".to_vec(),
+            attempts: 0,
+            next_at: 0,
+            last_error: None,
+            parked,
+        };
+        (
+            outbox_key(url, timestep).to_vec(),
+            postcard::to_stdvec(&rec).unwrap(),
+        )
+    }
+
+    /// A sender takes its receiver's oldest message that is not parked, and none of a
+    /// timestep that is not durable yet (nor anything after it).
+    #[test]
+    fn the_next_message_is_the_oldest_durable_one_not_parked() {
+        let d = tempfile::tempdir().unwrap();
+        let db = sled::open(d.path()).unwrap();
+        let tree = db.open_tree(OUTBOX).unwrap();
+        let (a, b) = ("http://a/", "http://b/");
+        for (k, v) in [
+            record(a, 1, true),
+            record(a, 2, false),
+            record(a, 3, false),
+            record(b, 0, false),
+        ] {
+            tree.insert(k, v).unwrap();
+        }
+        let first = |durable| next(&tree, &receiver_id(a), durable).map(|(_, r)| r.timestep);
+        assert_eq!(
+            first(2),
+            None,
+            "timestep 2 is not durable while 2 timesteps are"
+        );
+        assert_eq!(first(3), Some(2), "the parked timestep 1 is passed over");
+        assert_eq!(first(10), Some(2));
+        assert_eq!(
+            next(&tree, &receiver_id(b), 1).map(|(_, r)| r.timestep),
+            Some(0),
+            "each receiver its own"
+        );
+        assert_eq!(
+            next(&tree, &receiver_id(b), 0).map(|(_, r)| r.timestep),
+            None
+        );
+    }
 
     /// The delay doubles from one second up to ten minutes, each within [½, 1) of its step,
     /// and is the same for the same message and attempt.

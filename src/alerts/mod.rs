@@ -69,6 +69,24 @@ impl std::fmt::Debug for Receiver {
 /// Fewest bytes of a signing secret.
 pub const MIN_SECRET_BYTES: usize = 16;
 
+const SECRET_HINT: &str = "e.g. `head -c 32 /dev/urandom | base64 > FILE`";
+
+/// How logs show a receiver: scheme, host and port only, then the receiver's id (hex of
+/// [`crate::store::schema::receiver_id`]) — chat webhooks carry their secret in the path.
+pub fn shown_url(url: &str) -> String {
+    let id: String = crate::store::schema::receiver_id(url)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    match url.parse::<axum::http::Uri>() {
+        Ok(u) => match (u.scheme_str(), u.authority()) {
+            (Some(s), Some(a)) => format!("{s}://{}/… ({id})", a.host()),
+            _ => format!("({id})"),
+        },
+        Err(_) => format!("({id})"),
+    }
+}
+
 impl Receiver {
     /// A receiver at `url` (checked: `http` or `https`, with a host), signing with the secret
     /// in `secret_file` (mode 0600, at least [`MIN_SECRET_BYTES`] bytes, a trailing line
@@ -89,15 +107,21 @@ impl Receiver {
         let secret = match secret_file {
             None => None,
             Some(p) => {
-                let mut s = crate::secret::read_private(
-                    p,
-                    "webhook secret",
-                    MIN_SECRET_BYTES,
-                    64 * 1024,
-                    "e.g. `head -c 32 /dev/urandom | base64 > FILE`",
-                )?;
+                let mut s =
+                    crate::secret::read_private(p, "webhook secret", 0, 64 * 1024, SECRET_HINT)?;
                 while s.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
                     s.pop();
+                }
+                // the length that counts is the secret's, without its line break
+                if s.len() < MIN_SECRET_BYTES {
+                    return Err(crate::secret::SecretError::Short {
+                        what: "webhook secret",
+                        path: p.display().to_string(),
+                        len: s.len(),
+                        min: MIN_SECRET_BYTES,
+                        hint: SECRET_HINT,
+                    }
+                    .into());
                 }
                 Some(s)
             }
@@ -124,6 +148,11 @@ fn check_url(url: &str) -> Result<(), AlertError> {
     }
     if uri.host().is_none_or(str::is_empty) {
         return Err(bad("no host"));
+    }
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err(bad(
+            "credentials in the URL are refused (they would show in logs); sign with --notify-secret",
+        ));
     }
     Ok(())
 }
@@ -230,6 +259,7 @@ mod tests {
             "http://",
             "not a url",
             "mailto:a@b",
+            "https://user:pw@h/x",
         ] {
             let e = Receiver::new(bad, None, Filter::default(), GIVE_UP_AFTER).unwrap_err();
             assert!(e.to_string().contains(bad), "{e}");
@@ -256,6 +286,30 @@ mod tests {
         std::fs::write(&p, "short").unwrap();
         let e = Receiver::new(url, Some(&p), Filter::default(), GIVE_UP_AFTER).unwrap_err();
         assert!(e.to_string().contains("at least 16"), "{e}");
+        // 15 bytes and a line break are 15 bytes of secret
+        std::fs::write(&p, "0123456789abcde\n").unwrap();
+        let e = Receiver::new(url, Some(&p), Filter::default(), GIVE_UP_AFTER).unwrap_err();
+        assert!(e.to_string().contains("holds 15 bytes"), "{e}");
+    }
+
+    /// Logs show a receiver's host and id, never its path (where chat webhooks keep a secret).
+    #[test]
+    fn receivers_are_logged_without_their_path() {
+        let url = "https://hooks.example.com:8443/services/T0/B0/SECRET";
+        let shown = shown_url(url);
+        assert!(
+            shown.starts_with("https://hooks.example.com/… ("),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains("SECRET") && !shown.contains("services"),
+            "{shown}"
+        );
+        assert_ne!(
+            shown,
+            shown_url("https://hooks.example.com/other"),
+            "ids tell them apart"
+        );
     }
 
     /// A configuration file gives one receiver per table, refuses unknown keys by name and

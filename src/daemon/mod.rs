@@ -250,11 +250,11 @@ fn start_webhooks(
     for b in crate::alerts::backlog::read(&db).map_err(|e| io(std::io::Error::other(e)))? {
         if !receivers.iter().any(|r| r.url == b.url) {
             let url = b.url;
-            tracing::warn!(url = %url, "webhook messages wait for a receiver that is no longer configured: they are kept (novad status lists them) and sent once it is configured again");
+            tracing::warn!(url = %crate::alerts::shown_url(&url), "webhook messages wait for a receiver that is no longer configured: they are kept (novad status lists them) and sent once it is configured again");
         }
     }
     for r in receivers {
-        tracing::info!(url = %r.url, signed = r.secret.is_some(), events_only = r.filter.events_only, "webhook receiver");
+        tracing::info!(url = %crate::alerts::shown_url(&r.url), signed = r.secret.is_some(), events_only = r.filter.events_only, "webhook receiver");
     }
     crate::alerts::deliver::start(&db, receivers, ing.store.durable()).map_err(io)
 }

@@ -409,7 +409,15 @@
       }
       update();
     });
-    es.addEventListener("error", () => { document.body.dataset.stream = "closed"; setLive(false, "reconnecting"); });
+    es.addEventListener("error", () => {
+      document.body.dataset.stream = "closed";
+      setLive(false, "reconnecting");
+      // a refusal (503: too many streams, 401) closes the stream for good: open a new one later
+      if (es.readyState === EventSource.CLOSED) {
+        es.close();
+        setTimeout(follow, 3000 + Math.random() * 4000);
+      }
+    });
     return update();
   }
 
