@@ -29,12 +29,11 @@ pub fn message_id(timestep: u64, hash_hex: &str) -> String {
     format!("t{timestep}-{}", &hash_hex[..hash_hex.len().min(16)])
 }
 
-/// The new events of a timestep: its topics that emerged in it (not a later day of an
-/// event), largest first. Topics that do not decode are left out.
-pub fn new_events(topics: &[(Vec<u8>, Vec<u8>)]) -> Vec<TopicRecord> {
+/// The new events among a timestep's topics: those that emerged in it (not a later day of
+/// an event), largest first.
+pub fn new_events(topics: impl IntoIterator<Item = TopicRecord>) -> Vec<TopicRecord> {
     let mut out: Vec<TopicRecord> = topics
-        .iter()
-        .filter_map(|(_, v)| postcard::from_bytes::<TopicRecord>(v).ok())
+        .into_iter()
         .filter(|t| t.kind == TopicKind::Emerging)
         .collect();
     out.sort_by(|a, b| b.size.cmp(&a.size).then(a.id.cmp(&b.id)));
@@ -83,7 +82,12 @@ fn novel_json(v: &VerdictRecord) -> Value {
 /// nothing for it: no new event and (unless `events_only`) no novel document at or above the
 /// filter's score. Deterministic: the same write gives the same bytes.
 pub fn build(w: &TimestepWrite, filter: &Filter) -> Option<Value> {
-    let events = new_events(&w.topics);
+    // the write's topics as encoded for the store (one that does not decode is left out)
+    let events = new_events(
+        w.topics
+            .iter()
+            .filter_map(|(_, v)| postcard::from_bytes::<TopicRecord>(v).ok()),
+    );
     let min = filter.min_score.unwrap_or(f64::NEG_INFINITY);
     let mut novel: Vec<&VerdictRecord> = w
         .verdicts

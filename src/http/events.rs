@@ -41,15 +41,6 @@ pub fn timestep_event(db: &sled::Db, t: u64) -> Result<Option<Value>, String> {
         .map_err(|e| e.to_string())?
         .and_then(|v| postcard::from_bytes(&v).ok());
     let s = summary.unwrap_or_default();
-    let raw: Vec<(Vec<u8>, Vec<u8>)> = topics
-        .iter()
-        .map(|t| {
-            (
-                Vec::new(),
-                postcard::to_stdvec(t).expect("a record serialises"),
-            )
-        })
-        .collect();
     Ok(Some(json!({
         "timestep": t,
         "file": r.file,
@@ -62,7 +53,7 @@ pub fn timestep_event(db: &sled::Db, t: u64) -> Result<Option<Value>, String> {
         },
         "scores": s.scores,
         "topics": topics.len(),
-        "events": new_events(&raw).iter().map(event_json).collect::<Vec<_>>(),
+        "events": new_events(topics).iter().map(event_json).collect::<Vec<_>>(),
     })))
 }
 
