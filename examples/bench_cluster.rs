@@ -1,11 +1,14 @@
-//! Scale-out benchmark of `novad run --cluster` on 20 Newsgroups: per-timestep time and bytes
-//! exchanged for 1 and 2 processes, where the time goes (coding, exchange, update, commit), and
-//! a cost model fitted to these figures and extrapolated to 8–64 workers.
+//! Scale-out benchmark of `novad run --cluster` on 20 Newsgroups: per-timestep time, CPU and
+//! bytes exchanged for 1, 2, 4, … processes, where the time goes (coding, exchange, update,
+//! commit), and a cost model fitted to the busiest process's CPU and extrapolated to 64 workers.
 //!
-//!     cargo build --release && cargo run --release --example bench_cluster -- [batches] [k] [detector] [cores]
+//!     cargo build --release && cargo run --release --example bench_cluster -- [batches] [k] [detector] [cores] [processes] [runs]
 //!
 //! Defaults: 5 measured batches of 1,000 posts, k = 200, `--detector model` (the model's own
-//! score: the coding-dominated detector; `hybrid` for the default detector), `cores` = 1.
+//! score: the coding-dominated detector; `hybrid` for the default detector), `cores` = 1,
+//! `processes` = 2 (runs 1, 2, 4, … processes up to it), `runs` = 1 (each process count is run
+//! this many times; the backlog figures are their means). More processes than cores share
+//! the cores: their CPU seconds from /proc stand for what dedicated machines would take.
 //! Every process gets `cores` rayon threads and is pinned (taskset) to its own cores, so
 //! P processes stand for P machines of `cores` cores each (on a 2-core machine: 1 core each).
 //! Each run bootstraps on 2,000 posts (not measured), then drops the batches one at a time
@@ -22,8 +25,8 @@
 //! scale-out on the machine: two independent single-process daemons, one per core, each given
 //! the whole stream, so that they share nothing but the machine (caches, memory bandwidth);
 //! the cluster's backlog ratio is also given as a share of theirs. With `NOVAD_BENCH_LOGS=DIR` the
-//! daemon log of each run is kept as `DIR/1.log` and `DIR/2.log` (every step's figures, the
-//! replicas' included).
+//! daemon log of each run is kept as `DIR/P.log` for P processes (every step's figures, the
+//! replicas' included; the last run's when there are several).
 #[path = "../tests/common/daemon.rs"]
 #[allow(dead_code)]
 mod harness;
@@ -92,6 +95,8 @@ struct Run {
     /// Seconds per backlog timestep the leader, and each other process on average, waited in
     /// the all-gather rounds for the other workers' payloads (`wait_seconds` of the logs).
     sustained_wait: (f64, f64),
+    /// Bytes every process together sent to the others per backlog timestep (`sent_bytes`).
+    sustained_sent: f64,
     /// CPU seconds per timestep of the leader process and of each other process.
     leader_cpu: f64,
     replica_cpu: f64,
@@ -215,7 +220,7 @@ fn spawn(d: &Dirs, hosts: &Path, i: usize, slot: usize, cores: usize, args: &[&s
         .expect("taskset and novad")
 }
 
-fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
+fn run(processes: usize, batches: usize, cores: usize, args: &[&str], verbose: bool) -> Run {
     let d = Dirs::new();
     let mut text = String::new();
     for _ in 0..processes {
@@ -289,19 +294,25 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         let all: Vec<&str> = log.lines().filter(|l| l.contains(what)).collect();
         all[all.len().saturating_sub(n)..].to_vec()
     };
+    let replica_steps = last("replica step", batches * (processes - 1));
     let sustained_wait = (
         m(&last("cluster step", batches), "wait_seconds"),
-        m(
-            &last("replica step", batches * (processes - 1)),
-            "wait_seconds",
-        ),
+        m(&replica_steps, "wait_seconds"),
     );
+    let sustained_sent = m(&last("cluster step", batches), "sent_bytes")
+        + if processes > 1 {
+            (processes - 1) as f64 * m(&replica_steps, "sent_bytes")
+        } else {
+            0.0
+        };
     let store_s = m(&committed, "store_seconds");
-    println!("\n{processes} process(es), {cores} core(s) each:");
-    println!(
-        "batch end_to_end  step coding (own exch) update topics hybrid commit+flush  docs_KiB outputs_KiB codes_KiB"
-    );
-    for b in 0..batches {
+    if verbose {
+        println!("\n{processes} process(es), {cores} core(s) each:");
+        println!(
+            "batch end_to_end  step coding (own exch) update topics hybrid commit+flush  docs_KiB outputs_KiB codes_KiB"
+        );
+    }
+    for b in (0..batches).filter(|_| verbose) {
         let (c, s) = (committed[b], steps[b]);
         println!(
             "{:>5} {:>10.3} {:>5.3} {:>6.3} ({:.3} {:.3}) {:>6.3} {:>6.3} {:>6.3} {:>11.3} {:>9.0} {:>11.0} {:>9.0}",
@@ -327,6 +338,7 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str]) -> Run {
         sustained,
         sustained_cpu,
         sustained_wait,
+        sustained_sent,
         leader_cpu: mean(&cpu[0]),
         replica_cpu: mean(&others),
         leader_rss: rss[0],
@@ -364,6 +376,8 @@ fn ceiling(pair: usize, batches: usize, cores: usize, args: &[&str]) -> f64 {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             let hosts = d.tmp.path().join("hosts");
             std::fs::write(&hosts, format!("{}\n", l.local_addr().unwrap())).unwrap();
+            let key = hosts.with_file_name("cluster.key");
+            novad_ok(&["cluster-key", key.to_str().expect("a UTF-8 path")]);
             spawn(d, &hosts, 0, j, cores, args)
         })
         .collect();
@@ -403,21 +417,78 @@ fn ceiling(pair: usize, batches: usize, cores: usize, args: &[&str]) -> f64 {
     sustained
 }
 
+/// The process counts to run: 1, 2, 4, … below `max`, then `max`.
+fn process_counts(max: usize) -> Vec<usize> {
+    let mut counts: Vec<usize> = std::iter::successors(Some(1usize), |p| Some(p * 2))
+        .take_while(|&p| p < max)
+        .collect();
+    counts.push(max.max(1));
+    counts.dedup();
+    counts
+}
+
+/// The least-squares fit of y = s + w / p over the points (p, y): (s, w).
+fn fit_serial(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    let (mx, my) = (
+        points.iter().map(|p| 1.0 / p.0).sum::<f64>() / n,
+        points.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = points.iter().map(|p| (1.0 / p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (1.0 / p.0 - mx) * (p.1 - my)).sum();
+    let w = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    (my - w * mx, w)
+}
+
+/// The backlog figures of several runs of one process count, averaged.
+struct Backlog {
+    processes: usize,
+    seconds: Vec<f64>,
+    busiest_cpu: f64,
+    leader_cpu: f64,
+    leader_wait: f64,
+    sent: f64,
+}
+
+impl Backlog {
+    fn of(runs: &[Run]) -> Backlog {
+        let each = |f: &dyn Fn(&Run) -> f64| mean(&runs.iter().map(f).collect::<Vec<_>>());
+        Backlog {
+            processes: runs[0].processes,
+            seconds: runs.iter().map(|r| r.sustained).collect(),
+            busiest_cpu: each(&|r| r.sustained_cpu.iter().copied().fold(0.0, f64::max)),
+            leader_cpu: each(&|r| r.sustained_cpu[0]),
+            leader_wait: each(&|r| r.sustained_wait.0),
+            sent: each(&|r| r.sustained_sent),
+        }
+    }
+    fn mean_seconds(&self) -> f64 {
+        mean(&self.seconds)
+    }
+}
+
 fn main() {
     let mut a = std::env::args().skip(1);
     let batches: usize = a.next().map_or(5, |s| s.parse().unwrap());
     let k: String = a.next().unwrap_or_else(|| "200".into());
     let detector: String = a.next().unwrap_or_else(|| "model".into());
     let cores: usize = a.next().map_or(1, |s| s.parse().unwrap());
+    let most: usize = a.next().map_or(2, |s| s.parse().unwrap());
+    let repeats: usize = a.next().map_or(1, |s| s.parse::<usize>().unwrap().max(1));
     let args = ["--k", &k, "--detector", &detector];
     println!(
-        "20NG, k = {k}, detector {detector}, 1,000-document batches ({batches} measured after a 2,000-document bootstrap)"
+        "20NG, k = {k}, detector {detector}, 1,000-document batches ({batches} measured after a 2,000-document bootstrap), {repeats} run(s) per process count"
     );
-    let runs: Vec<Run> = [1, 2]
+    let all: Vec<Vec<Run>> = process_counts(most)
         .iter()
-        .map(|&p| run(p, batches, cores, &args))
+        .map(|&p| {
+            (0..repeats)
+                .map(|i| run(p, batches, cores, &args, i == 0))
+                .collect()
+        })
         .collect();
-    println!("\nper-timestep means:");
+    let runs: Vec<&Run> = all.iter().map(|r| &r[0]).collect();
+    println!("\nper-timestep means (the first run of each process count):");
     println!(
         "processes end_to_end docs/s  step coding(own+exchange) docs_round update topics hybrid(search: own) commit+flush  network_KiB(docs+codes+search+topics)  all-gathered codes KiB"
     );
@@ -445,7 +516,7 @@ fn main() {
             r.codes_bytes / 1024.0,
         );
     }
-    println!("\nCPU seconds per timestep (all threads; a 1-core machine's time for it):");
+    println!("\nCPU seconds per timestep of the batches dropped one at a time (all threads):");
     for r in &runs {
         println!(
             "{} process(es): leader {:.3}s{}",
@@ -472,79 +543,82 @@ fn main() {
             }
         );
     }
-    let (r1, r2) = (&runs[0], &runs[1]);
-    println!(
-        "leader CPU per timestep, 1 process / 2 processes: {:.2}× (the throughput ratio on dedicated 1-core machines, network wait aside)",
-        r1.leader_cpu / r2.leader_cpu
-    );
-    println!(
-        "\nthroughput, 2 processes / 1 process: {:.2}× (end to end per timestep {:.3}s → {:.3}s)",
-        r1.end_to_end / r2.end_to_end,
-        r1.end_to_end,
-        r2.end_to_end
-    );
-    println!(
-        "sustained, a backlog of batch files: {:.2}× ({:.3}s → {:.3}s per timestep, {:.0} → {:.0} posts/s)",
-        r1.sustained / r2.sustained,
-        r1.sustained,
-        r2.sustained,
-        1000.0 / r1.sustained,
-        1000.0 / r2.sustained
-    );
     for r in &runs {
         let cpu: Vec<String> = r.sustained_cpu.iter().map(|c| format!("{c:.3}")).collect();
         println!(
-            "  {} process(es): CPU seconds per timestep of the backlog {} (the leader first; busy {:.0}% of the time)",
+            "{} process(es), backlog: CPU seconds per timestep {} (the leader first); waiting in the rounds: leader {:.3}s, other processes {:.3}s",
             r.processes,
             cpu.join(", "),
-            100.0 * r.sustained_cpu[0] / r.sustained
+            r.sustained_wait.0,
+            r.sustained_wait.1
         );
-        if r.processes > 1 {
-            println!(
-                "  {} process(es): seconds per timestep of the backlog waiting in the rounds for the others: leader {:.3}, other processes {:.3}",
-                r.processes, r.sustained_wait.0, r.sustained_wait.1
-            );
+    }
+    let backlogs: Vec<Backlog> = all.iter().map(|r| Backlog::of(r)).collect();
+    let one = &backlogs[0];
+    println!(
+        "\nbacklog of batch files ({repeats} run(s) each; seconds per timestep of every run):"
+    );
+    println!("processes  s/timestep  throughput  busiest_CPU_s  CPU_ratio  leader_CPU_s  leader_wait_s  sent_KiB/timestep  runs");
+    for b in &backlogs {
+        let each: Vec<String> = b.seconds.iter().map(|s| format!("{s:.3}")).collect();
+        println!(
+            "{:>9} {:>11.3} {:>10.2}× {:>13.3} {:>9.2}× {:>13.3} {:>14.3} {:>18.0}  {}",
+            b.processes,
+            b.mean_seconds(),
+            one.mean_seconds() / b.mean_seconds(),
+            b.busiest_cpu,
+            one.busiest_cpu / b.busiest_cpu,
+            b.leader_cpu,
+            b.leader_wait,
+            b.sent / 1024.0,
+            each.join(" ")
+        );
+    }
+    for b in &backlogs[1..] {
+        println!(
+            "busiest process CPU per timestep, 1 process / {} processes: {:.2}×",
+            b.processes,
+            one.busiest_cpu / b.busiest_cpu
+        );
+        println!(
+            "sustained throughput, {} processes / 1 process: {:.2}× (mean of {repeats} run(s))",
+            b.processes,
+            one.mean_seconds() / b.mean_seconds()
+        );
+        println!(
+            "bytes exchanged per timestep, {} processes: {:.0} KiB (sent by all processes together)",
+            b.processes,
+            b.sent / 1024.0
+        );
+    }
+    // Cost model: the busiest process's CPU per timestep T(P) = S + W / P, fitted by least
+    // squares to the process counts run; S is the part no added process takes off it.
+    let points: Vec<(f64, f64)> = backlogs
+        .iter()
+        .map(|b| (b.processes as f64, b.busiest_cpu))
+        .collect();
+    if points.len() > 1 {
+        let (serial, shared) = fit_serial(&points);
+        println!(
+            "\ncost model fitted to the busiest process's CPU per timestep, T(P) = S + W/P: S = {serial:.3}s serial ({:.0}% of the one-process {:.3}s), W = {shared:.3}s shared out; extrapolated (network time aside):",
+            100.0 * serial / one.busiest_cpu,
+            one.busiest_cpu
+        );
+        println!("workers  T(P)_s  speed-up");
+        for p in [1.0f64, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0] {
+            let t = serial + shared / p;
+            println!("{:>7} {:>7.3} {:>8.2}", p, t, one.busiest_cpu / t);
         }
     }
     // What two processes can reach at best on this machine: two independent daemons, one
     // per core, each with the whole stream.
-    let pair = ceiling(2, batches, cores, &args);
-    let best = 2.0 * r1.sustained / pair;
-    println!(
-        "ceiling: 2 independent single-process daemons, one per core, with the same backlog each: {pair:.3}s per timestep each, {:.0} posts/s together, {best:.2}× one process; the cluster of 2 reaches {:.0}% of it",
-        2000.0 / pair,
-        100.0 * (r1.sustained / r2.sustained) / best
-    );
-    // Cost model: T(P) = S + C / min(P, L) + X(P). C: the work shared out by logical shard
-    // that one worker does alone (the coding and the hybrid detector's search, measured with 1
-    // process); S: everything else of the timestep (measured with 1 process, end to end minus
-    // C); X(P): the exchange, fitted on 2 processes as a fixed per-step cost plus bytes /
-    // bandwidth, where a worker receives the documents and (P − 1)/P of every shard's outputs.
-    let l = novad_models::l1::dictionary::LOGICAL_SHARDS as f64;
-    let c = r1.local_code + r1.search;
-    let s = r1.end_to_end - c;
-    let bytes2 = r2.docs_bytes + r2.outputs_bytes;
-    let x2 = (r2.end_to_end - s - c / 2.0).max(0.0);
-    let bandwidth = 1.0e9 / 8.0 * 10.0; // a 10 Gb/s network, in bytes/s
-    let volume = |p: f64| r2.docs_bytes + r1.codes_bytes * (p - 1.0) / p;
-    println!(
-        "\ncost model from these runs: S = {s:.3}s serial per timestep, C = {c:.3}s coding and search at one worker, exchange on 2 processes X(2) = {x2:.3}s for {:.0} KiB; extrapolated with {l} logical shards and a 10 Gb/s network:",
-        bytes2 / 1024.0
-    );
-    println!("workers  T(P)_s  docs/s  speed-up");
-    for p in [1.0f64, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0] {
-        let x = if p > 1.0 {
-            x2 + (volume(p) - volume(2.0)) / bandwidth
-        } else {
-            0.0
-        };
-        let t = s + c / p.min(l) + x;
+    if let Some(two) = backlogs.iter().find(|b| b.processes == 2) {
+        let pair = ceiling(2, batches, cores, &args);
+        let best = 2.0 * runs[0].sustained / pair;
         println!(
-            "{:>7} {:>7.3} {:>7.0} {:>8.2}",
-            p,
-            t,
-            1000.0 / t,
-            r1.end_to_end / t
+            "ceiling: 2 independent single-process daemons, one per core, with the same backlog each: {pair:.3}s per timestep each, {:.0} posts/s together, {best:.2}× one process; the cluster of 2 reaches {:.0}% of it",
+            2000.0 / pair,
+            100.0 * (one.mean_seconds() / two.mean_seconds()) / best
         );
     }
 }

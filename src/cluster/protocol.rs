@@ -15,11 +15,13 @@
 //!   [`super::pool`]);
 //! - with a judge, the leader's judgement;
 //! - when the step has topics or refreshes atoms, the topics and the refresh plan the last
-//!   worker ([`finder`]) worked out while the leader ran the update (begun before the update,
-//!   finished after it, so that nobody waits for it);
-//! - when the step updates the dictionary, the leader's update ([`Lead::Updated`]), which the
-//!   replicas take instead of computing it; the next step's [`Lead::Step`] follows it at once
-//!   when the leader read the next file meanwhile.
+//!   worker ([`finder`]) worked out after the update.
+//! - when the step updates the dictionary, the OIADMM update shared by logical shards of Â's
+//!   rows: each worker computes the gradient rows of its hand ([`row_deal`]); rounds of
+//!   per-column sums ([`Lead::Sums`], added up on every worker) find the projection's column
+//!   thresholds, a few rounds of k pairs each; each worker projects its rows and contributes
+//!   them ([`Lead::Rows`]), and every worker writes Â_{t+1} from all of them; the next step's
+//!   [`Lead::Step`] follows at once when the leader read the next file meanwhile;
 //!
 //! A leader whose step failed, or that abandons a step it sent ahead, sends [`Lead::Abort`],
 //! which ends the step on every replica still in it.
@@ -28,9 +30,10 @@ use std::cell::RefCell;
 
 use serde::{Deserialize, Serialize};
 
+use novad_models::l1::dictionary::{add_sums, ColumnSum, ProjectedRows, UpdateJob};
 use novad_models::l1::dictionary::{deal, deal_after, shard_docs, shard_of, LOGICAL_SHARDS};
 use novad_models::l1::replicate::{
-    CodingJob, Found, MemorySearch, Query, ShardOutput, ShardTerms, TermJob, Updated,
+    CodingJob, Found, MemorySearch, Query, ShardOutput, ShardTerms, TermJob,
 };
 use novad_models::l1::Model;
 use novad_models::memory::{better_neighbour, Floor, Neighbour, Share};
@@ -77,9 +80,10 @@ pub enum Lead {
     Judgement(Result<Judgement, String>),
     /// The leader's part of a step's found round: what it worked out, when it is the finder.
     Found(Option<Found>),
-    /// The step's dictionary update, which only the leader computes (the replicas' part of
-    /// this round is [`Reply::Idle`]).
-    Updated(Box<Updated>),
+    /// The leader's part of a round of the update's column sums ([`Thresholds`]).
+    Sums(Vec<ColumnSum>),
+    /// The leader's projected rows of the step's dictionary update (its hand of [`row_deal`]).
+    Rows(Vec<ProjectedRows>),
     /// The leader's step failed, or the daemon does not take the step sent ahead: replicas
     /// still in it drop it.
     Abort,
@@ -128,6 +132,17 @@ pub enum Reply {
         round: u8,
         near: Vec<Option<Neighbour>>,
     },
+    /// Its part of a round of the update's column sums of the step of the model at
+    /// `timestep`.
+    Sums {
+        timestep: u64,
+        sums: Vec<ColumnSum>,
+    },
+    /// Its projected rows of the dictionary update of the step of the model at `timestep`.
+    Rows {
+        timestep: u64,
+        rows: Vec<ProjectedRows>,
+    },
     /// Its part of the found round of the step of the model at `timestep`: what it worked
     /// out, when it is the finder.
     Found {
@@ -147,7 +162,8 @@ impl Lead {
             Lead::Nearest { .. } => "nearest documents",
             Lead::Judgement(_) => "judgement",
             Lead::Found(_) => "topics and refresh plan",
-            Lead::Updated(_) => "dictionary update",
+            Lead::Sums(_) => "column sums",
+            Lead::Rows(_) => "dictionary rows",
             Lead::Abort => "abort",
             Lead::Stop(_) => "stop",
         }
@@ -194,6 +210,83 @@ pub(super) fn my_shards(index: usize, peers: usize) -> Vec<usize> {
 /// same hands from the same job; which worker codes a shard does not change its codes.
 pub(super) fn coding_deal(job: &CodingJob<'_>, peers: usize) -> Vec<Vec<usize>> {
     deal(&job.shard_costs(), peers)
+}
+
+/// Every worker's hand of the logical shards of Â's rows whose gradient rows it computes in
+/// the update of `job` (of `peers` workers), dealt out by their predicted cost
+/// ([`UpdateJob::shard_costs`], [`deal`]): the same hands on every worker.
+pub(super) fn row_deal(job: &UpdateJob<'_>, peers: usize) -> Vec<Vec<usize>> {
+    deal(&job.shard_costs(), peers)
+}
+
+/// What worker `index` contributes to a round of the update's column sums of the step at
+/// `timestep`.
+pub(super) fn sums_message(index: usize, timestep: u64, sums: Vec<ColumnSum>) -> Vec<u8> {
+    if index == 0 {
+        encode(&Lead::Sums(sums))
+    } else {
+        encode(&Reply::Sums { timestep, sums })
+    }
+}
+
+/// Every worker's column sums of a completed round added up, checked to come from replicas
+/// at `timestep`, with as many columns as the leader's.
+pub(super) fn total_sums(round: &[Vec<u8>], timestep: u64) -> Result<Vec<ColumnSum>, EngineError> {
+    let (lead, replies) = decode(round)?;
+    let each = gather_parts(
+        lead,
+        replies,
+        timestep,
+        "column sums",
+        |l| match l {
+            Lead::Sums(s) => Ok(vec![s]),
+            other => Err(other),
+        },
+        |r| match r {
+            Reply::Sums { timestep, sums } => Some((timestep, vec![sums])),
+            _ => None,
+        },
+    )?;
+    let (first, rest) = each
+        .split_first()
+        .ok_or_else(|| broken("a round of column sums without the leader".into()))?;
+    let mut total = first.clone();
+    for (i, s) in rest.iter().enumerate() {
+        add_sums(&mut total, s).map_err(|e| broken(format!("worker {}: {e}", i + 1)))?;
+    }
+    Ok(total)
+}
+
+/// What worker `index` contributes to the rows round of the step at `timestep`.
+pub(super) fn rows_message(index: usize, timestep: u64, rows: Vec<ProjectedRows>) -> Vec<u8> {
+    if index == 0 {
+        encode(&Lead::Rows(rows))
+    } else {
+        encode(&Reply::Rows { timestep, rows })
+    }
+}
+
+/// Every worker's projected rows of a completed rows round, checked to come from replicas at
+/// `timestep` (the update checks that they cover every shard once).
+pub(super) fn gather_rows(
+    round: &[Vec<u8>],
+    timestep: u64,
+) -> Result<Vec<ProjectedRows>, EngineError> {
+    let (lead, replies) = decode(round)?;
+    gather_parts(
+        lead,
+        replies,
+        timestep,
+        "dictionary rows",
+        |l| match l {
+            Lead::Rows(r) => Ok(r),
+            other => Err(other),
+        },
+        |r| match r {
+            Reply::Rows { timestep, rows } => Some((timestep, rows)),
+            _ => None,
+        },
+    )
 }
 
 /// What worker `index` contributes to the coding round of the step at `timestep`: the

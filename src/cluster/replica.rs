@@ -7,9 +7,10 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use novad_models::engine::{memory_batch, scored_batch, searcher, MemoryBatch};
+use novad_models::l1::dictionary::{ColumnSum, GradientRows, ProjectedRows, UpdateJob};
 use novad_models::l1::replicate::{
     CodedAndFound, CodingJob, Found, MemorySearch, Query, Replication, ShardOutput, ShardTerms,
-    TermJob, Updated,
+    TermJob,
 };
 use novad_models::l1::Model;
 use novad_models::memory::{DocMemory, MemoryError, Neighbour};
@@ -19,10 +20,10 @@ use novad_models::text::{SparseDoc, Vocabulary};
 use super::net::Gather;
 use super::pool::{code_and_search, tokenise, PoolFigures};
 use super::protocol::{
-    broken, decode, encode, finds, finish_found, memory_share, query_of, search_round, Lead,
-    LeadTerms, Reply,
+    broken, decode, encode, finds, finish_found, gather_rows, memory_share, query_of, row_deal,
+    rows_message, search_round, sums_message, total_sums, Lead, LeadTerms, Reply,
 };
-use super::sides::waited_since;
+use super::sides::{sent_since, waited_since};
 use super::ClusterError;
 
 /// A replica's side of a step: tokenises and codes its shards, contributes them, returns
@@ -83,7 +84,7 @@ impl Replication for ReplicaSide {
 
     /// The found round is the step's last: the replica also begins the round after it (its
     /// part there is [`Reply::Idle`], whatever the leader says), so that the leader's next
-    /// command gets through while this replica still runs its update.
+    /// command gets through while this replica still projects the update.
     fn offer(&mut self, mine: Option<&Found>) -> Result<(), EngineError> {
         let mut g = self.gather.borrow_mut();
         g.begin(encode(&Reply::Found {
@@ -98,36 +99,27 @@ impl Replication for ReplicaSide {
         finish_found(&mut self.gather.borrow_mut(), mine, self.timestep)
     }
 
-    fn shares_update(&self) -> bool {
-        true
-    }
-
-    /// The leader computes the update; a replica receives it in the step's last round (begun
-    /// already by [`Self::offer`] when the step has a found round).
-    fn updates(&self) -> bool {
-        false
-    }
-
-    fn updated(&mut self, _mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
-        let mut g = self.gather.borrow_mut();
-        let round = if g.open() > 0 {
-            g.finish()
-        } else {
-            g.round(encode(&Reply::Idle))
+    /// Its hand of the update's row shards.
+    fn gradient(&mut self, job: &UpdateJob<'_>) -> Result<Vec<GradientRows>, EngineError> {
+        let (index, peers) = {
+            let g = self.gather.borrow();
+            (g.index(), g.peers())
         };
-        take_update(decode(&round)?.0)
+        Ok(job.run(&row_deal(job, peers)[index]))
     }
-}
 
-/// The update a replica receives in the step's last round.
-fn take_update(lead: Lead) -> Result<Option<Updated>, EngineError> {
-    match lead {
-        Lead::Updated(u) => Ok(Some(*u)),
-        Lead::Abort => Err(broken("the leader abandoned the step".into())),
-        other => Err(broken(format!(
-            "expected the dictionary update, got {}",
-            other.name()
-        ))),
+    fn reduce(&mut self, mine: Vec<ColumnSum>) -> Result<Vec<ColumnSum>, EngineError> {
+        let mut g = self.gather.borrow_mut();
+        let index = g.index();
+        let round = g.round(sums_message(index, self.timestep, mine));
+        total_sums(&round, self.timestep)
+    }
+
+    fn gather_rows(&mut self, mine: Vec<ProjectedRows>) -> Result<Vec<ProjectedRows>, EngineError> {
+        let mut g = self.gather.borrow_mut();
+        let index = g.index();
+        let round = g.round(rows_message(index, self.timestep, mine));
+        gather_rows(&round, self.timestep)
     }
 }
 
@@ -244,6 +236,8 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
     let mut model: Option<Model> = None;
     // the gather's waiting counted up to the last step logged
     let mut waited = 0.0;
+    // and the bytes it sent
+    let mut sent = 0;
     let mut memory: Option<DocMemory> = None;
     loop {
         match next_command(&gather)? {
@@ -322,6 +316,7 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                             memory_docs = memory.as_ref().map_or(0, DocMemory::len),
                             memory_vectors = memory.as_ref().map_or(0, DocMemory::vectors_kept),
                             wait_seconds = format!("{:.4}", waited_since(&gather, &mut waited)),
+                            sent_bytes = sent_since(&gather, &mut sent),
                             "replica step"
                         );
                         model = Some(m);
@@ -336,7 +331,8 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
             | Lead::Nearest { .. }
             | Lead::Judgement(_)
             | Lead::Found(_)
-            | Lead::Updated(_)
+            | Lead::Sums(_)
+            | Lead::Rows(_)
             | Lead::Abort => {}
         }
     }

@@ -5,9 +5,10 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
 
+use novad_models::l1::dictionary::{ColumnSum, GradientRows, ProjectedRows, UpdateJob};
 use novad_models::l1::replicate::{
     CodedAndFound, CodingJob, Found, MemorySearch, Query, Replication, ShardOutput, ShardTerms,
-    TermJob, Updated,
+    TermJob,
 };
 use novad_models::memory::{Floor, Neighbour};
 use novad_models::model::{EngineError, Judgement};
@@ -16,7 +17,8 @@ use novad_models::{Engine, StepOutput};
 use super::net::Gather;
 use super::pool::{code_and_search, tokenise};
 use super::protocol::{
-    encode, finds, finish_found, memory_share, query_of, search_round, Lead, LeadTerms,
+    encode, finds, finish_found, gather_rows, memory_share, query_of, row_deal, rows_message,
+    search_round, sums_message, total_sums, Lead, LeadTerms,
 };
 use crate::ingest::{Batch, Before, Replicas};
 
@@ -35,6 +37,8 @@ pub struct Leader {
     ahead: Option<Ahead>,
     /// The gather's waiting counted up to the last step logged.
     waited: f64,
+    /// The bytes the gather sent counted up to the last step logged.
+    sent: u64,
 }
 
 /// A step sent out ahead of its turn: the timestep of the model it steps, and its batch.
@@ -62,6 +66,7 @@ impl Leader {
             last_end: None,
             ahead: None,
             waited: 0.0,
+            sent: 0,
         }
     }
 
@@ -149,9 +154,14 @@ impl Leader {
             lead_terms,
             next,
             ahead: None,
+            ahead_due: false,
             figures: Figures::default(),
         };
         let r = engine.step_at_moving_replicated(texts, times, &mut side);
+        if r.is_ok() && side.ahead_due {
+            // a step without a found round: its rows round was its last
+            side.send_ahead();
+        }
         if r.is_err() {
             // ends this step, and the next one if it went out, on every replica
             self.gather.borrow_mut().round(encode(&Lead::Abort));
@@ -186,8 +196,12 @@ impl Leader {
             judgement_bytes = f.judgement_bytes,
             topics_wait_seconds = format!("{:.4}", f.topics_wait_seconds),
             topics_bytes = f.topics_bytes,
+            gradient_seconds = format!("{:.4}", f.gradient_seconds),
+            update_wait_seconds = format!("{:.4}", f.update_wait_seconds),
+            update_rounds = f.update_rounds,
             update_bytes = f.update_bytes,
             wait_seconds = format!("{:.4}", waited_since(&self.gather, &mut self.waited)),
+            sent_bytes = sent_since(&self.gather, &mut self.sent),
             "cluster step"
         );
         r
@@ -250,6 +264,13 @@ impl Drop for Leader {
     }
 }
 
+/// Bytes `gather`'s worker sent to other processes since `*last` (the count at the last step
+/// logged), which becomes the count now: the payloads of every round and every notice.
+pub(super) fn sent_since(gather: &RefCell<Gather>, last: &mut u64) -> u64 {
+    let now = gather.borrow().bytes_sent;
+    now - std::mem::replace(last, now)
+}
+
 /// Seconds `gather`'s worker waited for other workers' payloads since `*last` (the count at
 /// the last step logged), which becomes the count now: every wait between two steps' logs,
 /// the wait for the next step's batch included.
@@ -300,7 +321,13 @@ struct Figures {
     topics_wait_seconds: f64,
     /// Bytes of the found round (topics, refresh plan) sent and received over the network.
     topics_bytes: u64,
-    /// Size of the dictionary update's image sent to each replica.
+    /// The leader's gradient rows of the update (its hand of the row shards).
+    gradient_seconds: f64,
+    /// The update's rounds (column sums, rows): exchange and waiting.
+    update_wait_seconds: f64,
+    /// Rounds of column sums the update took.
+    update_rounds: usize,
+    /// Bytes of the update's rounds sent and received over the network.
     update_bytes: u64,
 }
 
@@ -319,10 +346,21 @@ struct LeaderSide {
     next: Option<Batch>,
     /// That step, once sent.
     ahead: Option<Ahead>,
+    /// The update is over: the next batch goes out after the step's last round is begun.
+    ahead_due: bool,
     figures: Figures,
 }
 
 impl LeaderSide {
+    /// A round of the update that carries `payload` from the leader, its time and bytes
+    /// counted in the update's figures.
+    fn round_of(&mut self, payload: Vec<u8>) -> Vec<Vec<u8>> {
+        let r = metered(&self.gather, || self.gather.borrow_mut().round(payload));
+        self.figures.update_wait_seconds += r.seconds;
+        self.figures.update_bytes += r.bytes;
+        r.value
+    }
+
     /// A round that carries `lead` from the leader, metered.
     fn round(&self, lead: &Lead) -> Metered<Vec<Vec<u8>>> {
         metered(&self.gather, || {
@@ -452,10 +490,14 @@ impl Replication for LeaderSide {
         finds(&self.gather.borrow())
     }
 
+    /// The found round is the step's last: the next batch follows it at once when due.
     fn offer(&mut self, mine: Option<&Found>) -> Result<(), EngineError> {
         self.gather
             .borrow_mut()
             .begin(encode(&Lead::Found(mine.cloned())));
+        if std::mem::take(&mut self.ahead_due) {
+            self.send_ahead();
+        }
         Ok(())
     }
 
@@ -468,23 +510,31 @@ impl Replication for LeaderSide {
         found.value
     }
 
-    /// With replicas: they take the leader's update instead of computing it.
-    fn shares_update(&self) -> bool {
-        self.gather.borrow().peers() > 1
+    /// The leader's hand of the update's row shards.
+    fn gradient(&mut self, job: &UpdateJob<'_>) -> Result<Vec<GradientRows>, EngineError> {
+        let (index, peers) = {
+            let g = self.gather.borrow();
+            (g.index(), g.peers())
+        };
+        let t0 = Instant::now();
+        let mine = job.run(&row_deal(job, peers)[index]);
+        self.figures.gradient_seconds = t0.elapsed().as_secs_f64();
+        Ok(mine)
     }
 
-    /// Sent without waiting: the replicas take it while the leader goes on. The next batch,
-    /// when the leader read it meanwhile, follows at once as the next step ([`Ahead`]).
-    fn updated(&mut self, mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
-        let u = mine.ok_or_else(|| {
-            EngineError::Inconsistent("cluster: the leader computes the update itself".into())
-        })?;
-        self.figures.update_bytes = u.dict.len() as u64;
-        self.gather
-            .borrow_mut()
-            .begin(encode(&Lead::Updated(Box::new(u))));
-        self.send_ahead();
-        Ok(None)
+    fn reduce(&mut self, mine: Vec<ColumnSum>) -> Result<Vec<ColumnSum>, EngineError> {
+        let round = self.round_of(sums_message(0, self.timestep, mine));
+        self.figures.update_rounds += 1;
+        total_sums(&round, self.timestep)
+    }
+
+    /// Every worker's rows; the next batch, when the leader read it meanwhile, follows as
+    /// the next step ([`Ahead`]) once the step's last round is begun.
+    fn gather_rows(&mut self, mine: Vec<ProjectedRows>) -> Result<Vec<ProjectedRows>, EngineError> {
+        let round = self.round_of(rows_message(0, self.timestep, mine));
+        let all = gather_rows(&round, self.timestep)?;
+        self.ahead_due = true;
+        Ok(all)
     }
 
     fn judged(&mut self, j: &Result<Judgement, EngineError>) -> Result<(), EngineError> {

@@ -530,3 +530,87 @@ fn oiadmm_is_bit_identical_whatever_the_number_of_threads_or_who_coded() {
     assert_eq!(bits(&a1), bits(&a4));
     assert_eq!(d1, d4);
 }
+
+/// The update shared by logical shards of Â's rows ([`UpdateJob`]): each of several workers
+/// computes the gradient rows of its hand of a deal by predicted cost, the column thresholds
+/// come from their sums added up round by round, each projects its rows, every part is
+/// handed to the new Â (in any order), and Â_{t+1} and Δ_{t+1} equal the one-worker step bit
+/// for bit; the deal spreads the predicted cost.
+#[test]
+fn the_update_shared_by_row_shards_equals_the_one_worker_step() {
+    use novad_models::l1::dictionary::{
+        add_sums, column_sums, deal, ColumnSum, GradientRows, Thresholds, UpdateJob, LOGICAL_SHARDS,
+    };
+    // the all-reduce of the workers' sums
+    let reduce = |each: Vec<Vec<ColumnSum>>| {
+        let mut t = each[0].clone();
+        for o in &each[1..] {
+            add_sums(&mut t, o).unwrap();
+        }
+        t
+    };
+    let mut r = rng(17);
+    let (m, k, n) = (300, 10, 80);
+    let a = random_dict(&mut r, m, k, 0.3);
+    let docs: Vec<_> = (0..n)
+        .map(|j| doc_from_atoms(&mut r, &a, &[j % k, (j * 3) % k], 0.1))
+        .collect();
+    let params = CodingParams::paper();
+    let codes = code_batch(
+        &CodingDict::from_dense(a.view(), params.step),
+        &docs,
+        &params,
+    );
+    let (p, x) = (docs_to_csr(&docs, m), codes_to_csc(&codes, k));
+    let mut dense_delta = Array2::<f32>::zeros((m, n));
+    for _ in 0..400 {
+        dense_delta[[r.random_range(0..m), r.random_range(0..n)]] = r.random::<f32>() - 0.5;
+    }
+    let (dict, delta0) = (
+        Dictionary::from_dense(a.view()),
+        Multiplier::from_dense(&dense_delta),
+    );
+    let op = OiadmmParams::paper();
+    for carried in [false, true] {
+        let mut d1 = delta0.clone();
+        let (want, want_st) = oiadmm_step(&p, &dict, carried.then_some(&mut d1), &x, &op);
+        for workers in [2, 3, 7] {
+            let mut d2 = delta0.clone();
+            let job = UpdateJob::new(&p, &dict, carried.then_some(&d2), &x, &op);
+            let costs = job.shard_costs();
+            assert!(costs.iter().filter(|&&c| c > 0).count() > LOGICAL_SHARDS / 2);
+            let hands = deal(&costs, workers);
+            let loads: Vec<u64> = hands
+                .iter()
+                .map(|h| h.iter().map(|&s| costs[s]).sum())
+                .collect();
+            let (most, least) = (loads.iter().max().unwrap(), loads.iter().min().unwrap());
+            assert!(most - least <= *costs.iter().max().unwrap(), "{loads:?}");
+            // each worker's rows; the thresholds from their sums, round by round
+            let rows: Vec<Vec<GradientRows>> = hands.iter().map(|h| job.run(h)).collect();
+            let mut th =
+                Thresholds::start(&reduce(rows.iter().map(|r| column_sums(r, k)).collect()));
+            while !th.is_done() {
+                th.advance(&reduce(rows.iter().map(|r| th.sums_above(r)).collect()))
+                    .unwrap();
+            }
+            assert!(th.rounds() > 0, "some column is over the ball");
+            let mut parts: Vec<_> = rows.into_iter().rev().flat_map(|r| th.apply(r)).collect();
+            parts.reverse();
+            let mut done = job.project(parts).unwrap();
+            if carried {
+                done.next_delta(&mut d2, &p, &dict);
+                assert_eq!(d2, d1, "Δ with {workers} workers");
+            }
+            assert_eq!(
+                done.dict, want,
+                "Â with {workers} workers, Δ carried: {carried}"
+            );
+            assert_eq!(done.stats.tau.to_bits(), want_st.tau.to_bits());
+            assert_eq!(
+                done.stats.relative_change.to_bits(),
+                want_st.relative_change.to_bits()
+            );
+        }
+    }
+}

@@ -1,12 +1,16 @@
 //! A step whose topics and refresh plan were worked out by another replica ([`Found`]), or
-//! whose dictionary update was computed by another ([`Updated`]).
+//! whose dictionary update was shared by row shards among several ([`GradientRows`]).
 mod common;
 
 use common::ostc::planted;
 use common::rng;
-use novad_models::l1::dictionary::LOGICAL_SHARDS;
+use std::sync::{Barrier, Mutex};
+
+use novad_models::l1::dictionary::{
+    add_sums, ColumnSum, GradientRows, ProjectedRows, UpdateJob, LOGICAL_SHARDS,
+};
 use novad_models::l1::replicate::{
-    CodingJob, Found, Replication, ShardOutput, ShardTerms, TermJob, Updated,
+    CodingJob, Found, Replication, ShardOutput, ShardTerms, TermJob,
 };
 use novad_models::model::EngineError;
 use novad_models::{Model, Params};
@@ -177,97 +181,155 @@ fn terms_resolved_by_shard_assemble_in_batch_order_and_are_checked() {
     assert!(err(again).contains("given twice"));
 }
 
-/// Shares the update: without `given` it computes the update and keeps what it passes on
-/// (`sent`); with `given` it takes that instead of computing it.
-struct Sharer {
-    given: Option<Updated>,
-    sent: Option<Updated>,
+/// An in-memory all-gather among threads: each round every worker puts its payload and takes
+/// everyone's, by worker.
+struct Hub<T> {
+    slots: Mutex<Vec<Option<T>>>,
+    barrier: Barrier,
 }
 
-impl Replication for Sharer {
+impl<T: Clone> Hub<T> {
+    fn new(workers: usize) -> Self {
+        Hub {
+            slots: Mutex::new(vec![None; workers]),
+            barrier: Barrier::new(workers),
+        }
+    }
+    fn exchange(&self, me: usize, mine: T) -> Vec<T> {
+        self.slots.lock().unwrap()[me] = Some(mine);
+        self.barrier.wait();
+        let all = self
+            .slots
+            .lock()
+            .unwrap()
+            .iter()
+            .cloned()
+            .map(Option::unwrap)
+            .collect();
+        // nobody puts the next round's payload before everyone took this one's
+        self.barrier.wait();
+        all
+    }
+}
+
+/// A worker of a cluster in threads: tokenises and codes every shard itself, and shares the
+/// dictionary update with the others through the hubs, computing the gradient rows of its
+/// hand of the row shards; `tamper` has its way with the gathered rows.
+struct Peer<'a> {
+    me: usize,
+    hand: Vec<usize>,
+    sums: &'a Hub<Vec<ColumnSum>>,
+    rows: &'a Hub<Vec<ProjectedRows>>,
+    tamper: fn(&mut Vec<ProjectedRows>),
+}
+
+impl Replication for Peer<'_> {
     fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
         Ok(terms_all(job))
     }
     fn code(&mut self, job: &CodingJob<'_>) -> Result<Vec<ShardOutput>, EngineError> {
         Ok(code_all(job))
     }
-    fn shares_update(&self) -> bool {
-        true
+    fn gradient(&mut self, job: &UpdateJob<'_>) -> Result<Vec<GradientRows>, EngineError> {
+        Ok(job.run(&self.hand))
     }
-    fn updates(&self) -> bool {
-        self.given.is_none()
-    }
-    fn updated(&mut self, mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
-        match (&self.given, mine) {
-            (None, Some(u)) => {
-                self.sent = Some(u);
-                Ok(None)
-            }
-            (Some(g), None) => Ok(Some(g.clone())),
-            (given, mine) => panic!(
-                "a sender computes the update, a receiver none (given {}, computed {})",
-                given.is_some(),
-                mine.is_some()
-            ),
+    fn reduce(&mut self, mine: Vec<ColumnSum>) -> Result<Vec<ColumnSum>, EngineError> {
+        let all = self.sums.exchange(self.me, mine);
+        let mut total = all[0].clone();
+        for o in &all[1..] {
+            add_sums(&mut total, o).map_err(EngineError::Inconsistent)?;
         }
+        Ok(total)
+    }
+    fn gather_rows(&mut self, mine: Vec<ProjectedRows>) -> Result<Vec<ProjectedRows>, EngineError> {
+        let mut all: Vec<ProjectedRows> = self.rows.exchange(self.me, mine).concat();
+        (self.tamper)(&mut all);
+        Ok(all)
     }
 }
 
-/// A replica that takes the update another computed ends with that replica's model, which is
-/// a single-node step's model bit for bit; an update that does not fit the step is refused.
+/// Step `model` on `batch` with `workers` peers in threads, the row shards dealt at random:
+/// every peer's new model.
+fn step_in_peers(
+    model: &Model,
+    batch: &[String],
+    workers: usize,
+    seed: u64,
+    tamper: fn(&mut Vec<ProjectedRows>),
+) -> Vec<Result<Model, EngineError>> {
+    let mut r = rng(seed);
+    let owner: Vec<usize> = (0..LOGICAL_SHARDS)
+        .map(|_| r.random_range(0..workers))
+        .collect();
+    let (sums, rows) = (Hub::new(workers), Hub::new(workers));
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|me| {
+                let hand = (0..LOGICAL_SHARDS).filter(|&s| owner[s] == me).collect();
+                let (sums, rows) = (&sums, &rows);
+                s.spawn(move || {
+                    let mut peer = Peer {
+                        me,
+                        hand,
+                        sums,
+                        rows,
+                        tamper,
+                    };
+                    model
+                        .step_replicated(batch, None, &mut peer)
+                        .map(|(m, _)| m)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// A step whose update was shared by row shards among peers (any deal, the thresholds found
+/// from their added sums) ends with a single node's model bit for bit on every peer, the
+/// refresh included; a missing, repeated or damaged shard of rows is refused, naming the
+/// shard.
 #[test]
-fn a_step_with_a_received_update_equals_the_senders_and_a_local_step() {
+fn a_step_with_its_update_shared_by_row_shards_equals_a_local_step() {
     let (model, batch) = bootstrapped();
-    let mut sender = Sharer {
-        given: None,
-        sent: None,
-    };
-    let (a, out_a) = model.step_replicated(&batch, None, &mut sender).unwrap();
-    let sent = sender.sent.expect("the step updates the dictionary");
-    assert!(
-        out_a.stats.atoms_refreshed > 0,
-        "the update includes the refresh"
-    );
-    let (c, _) = model.step(&batch).unwrap();
-    assert_eq!(
-        a.state_parts(),
-        c.state_parts(),
-        "the sender steps as one node"
-    );
-
-    let mut receiver = Sharer {
-        given: Some(sent.clone()),
-        sent: None,
-    };
-    let (b, out_b) = model.step_replicated(&batch, None, &mut receiver).unwrap();
-    assert_eq!(
-        b.state_parts(),
-        c.state_parts(),
-        "the receiver ends where one node does"
-    );
-    assert_eq!(out_b.stats.atoms_refreshed, out_a.stats.atoms_refreshed);
-
-    let refused = |f: &dyn Fn(&mut Updated)| {
-        let mut given = sent.clone();
-        f(&mut given);
-        let mut receiver = Sharer {
-            given: Some(given),
-            sent: None,
-        };
-        match model.step_replicated(&batch, None, &mut receiver) {
+    let (want, out) = model.step(&batch).unwrap();
+    assert!(out.stats.atoms_refreshed > 0, "the step refreshes atoms");
+    for (workers, seed) in [(2usize, 1), (3, 2), (5, 3)] {
+        for got in step_in_peers(&model, &batch, workers, seed, |_| {}) {
+            assert_eq!(
+                got.unwrap().state_parts(),
+                want.state_parts(),
+                "{workers} workers"
+            );
+        }
+    }
+    let refused =
+        |tamper: fn(&mut Vec<ProjectedRows>)| match step_in_peers(&model, &batch, 2, 4, tamper)
+            .remove(0)
+        {
             Err(EngineError::Inconsistent(e)) => e,
             other => panic!("expected an inconsistency, got {:?}", other.map(|_| ())),
-        }
-    };
-    assert!(refused(&|u| u.last_used.pop().map(drop).unwrap()).contains("atom ages"));
-    assert!(refused(&|u| u.dict.truncate(3)).contains("dictionary update received"));
-    let other = {
-        let mut r = rng(3);
-        let (m, _) = Model::new(Params::novad_default().with_k(12))
-            .unwrap()
-            .step(&planted(&mut r, &[0, 1], 30))
-            .unwrap();
-        novad_models::l1::dictionary::image::encode(m.dictionary())
-    };
-    assert!(refused(&|u| u.dict = other.clone()).contains("rows"));
+        };
+    let e = refused(|g| {
+        g.retain(|p| p.shard != 40);
+    });
+    assert!(
+        e.contains("logical shard 40 ") && e.contains("missing"),
+        "{e}"
+    );
+    let e = refused(|g| {
+        let again = g.iter().find(|p| p.shard == 7).unwrap().clone();
+        g.push(again);
+    });
+    assert!(e.contains("logical shard 7 ") && e.contains("twice"), "{e}");
+    let e = refused(|g| {
+        let part = g.iter_mut().find(|p| !p.entries.is_empty()).unwrap();
+        part.entries[0].1 = f32::NAN;
+    });
+    assert!(e.contains("does not fit"), "{e}");
+    let e = refused(|g| {
+        let part = g.iter_mut().find(|p| !p.lens.is_empty()).unwrap();
+        part.lens.pop();
+    });
+    assert!(e.contains("not one row per live row"), "{e}");
 }

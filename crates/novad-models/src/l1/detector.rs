@@ -4,7 +4,6 @@
 //! fails to persist the new one simply keeps the old.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -12,14 +11,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::l1::dictclust::dictclust;
 use crate::l1::dictionary::{
-    bootstrap, codes_to_csc, docs_to_csr, image, oiadmm_step, plan_refresh, Dictionary, Multiplier,
-    RefreshPlan,
+    bootstrap, codes_to_csc, column_sums, docs_to_csr, image, plan_refresh, Dictionary, Multiplier,
+    ProjectedRows, RefreshPlan, Thresholds, UpdateJob,
 };
 use crate::l1::params::Params;
-use crate::l1::replicate::{CodingJob, Found, Local, Replication, Tapped, TermJob, Updated};
+use crate::l1::replicate::{CodingJob, Found, Local, Replication, Tapped, TermJob};
 use crate::model::{
-    decode_part, judged, params_image, Code, Decided, EngineError, Judge, OiadmmStats, ParamsError,
-    Scored, StepOutput, StepStats, Verdict,
+    decode_part, judged, params_image, Code, Decided, EngineError, Judge, ParamsError, Scored,
+    StepOutput, StepStats, Verdict,
 };
 use crate::text::{tfidf_l1, SparseDoc, Tokenizer, VocabChange, Vocabulary};
 use crate::threshold::{decide, ScoreHistory, ThresholdRule};
@@ -64,10 +63,6 @@ pub struct Model {
     last_used: Vec<u64>,
     timestep: u64,
     bootstrapped: bool,
-    /// Â's image ([`image::encode`]) when the step that made this model encoded it (for the
-    /// replicas): [`Self::state_parts`] takes it instead of encoding Â again. Not state.
-    #[serde(skip)]
-    dict_image: Option<Arc<Vec<u8>>>,
 }
 
 impl Model {
@@ -83,7 +78,6 @@ impl Model {
             timestep: 0,
             bootstrapped: false,
             params,
-            dict_image: None,
         })
     }
 
@@ -130,7 +124,6 @@ impl Model {
             last_used: parts.last_used,
             timestep: parts.timestep,
             bootstrapped: parts.bootstrapped,
-            dict_image: None,
         })
     }
 
@@ -208,13 +201,7 @@ impl Model {
         vec![
             (PART_META.to_string(), enc(&meta)),
             (PART_VOCAB.to_string(), enc(&self.vocab)),
-            (
-                PART_DICT.to_string(),
-                match &self.dict_image {
-                    Some(img) => img.to_vec(),
-                    None => image::encode(&self.dict),
-                },
-            ),
+            (PART_DICT.to_string(), image::encode(&self.dict)),
             (PART_DELTA.to_string(), enc(&self.delta)),
             (PART_HISTORY.to_string(), enc(&self.history)),
             (PART_LAST_USED.to_string(), enc(&self.last_used)),
@@ -387,39 +374,49 @@ impl Model {
             topical,
         } = self.novelty(&scored, judge, rep, &mut history, learn)?;
         stats.threshold = thr.is_finite().then_some(thr);
+
+        // Dictionary update (not on the bootstrap batch, not before bootstrap, not on an empty
+        // batch), shared by logical shards of Â's rows through `rep`; then the topics, which
+        // do not need it.
+        let t2 = Instant::now();
+        let updating = bootstrapped && !is_bootstrap && n > 0;
+        let n_prev = self.delta.ncols();
+        let mut delta = if updating && p.oiadmm.carry_delta {
+            self.delta.remap_resize(&change.remap, n)
+        } else if updating {
+            Multiplier::zeros(m, 0)
+        } else {
+            self.delta.remap_resize(&change.remap, n_prev)
+        };
+        if updating {
+            let (pm, x) = (docs_to_csr(&vectors, m), codes_to_csc(&codes, dict.ncols()));
+            let carried = p.oiadmm.carry_delta.then_some(&delta);
+            let job = UpdateJob::new(&pm, &dict, carried, &x, &p.oiadmm);
+            let rows = shared_update(&job, rep)?;
+            let mut done = job.project(rows)?;
+            if p.oiadmm.carry_delta {
+                done.next_delta(&mut delta, &pm, &dict);
+            }
+            stats.oiadmm = done.stats;
+            dict = done.dict;
+        }
+        let seconds_update = t2.elapsed().as_secs_f64();
+
         let t_topics = Instant::now();
         // events, when set, are the step's topics (the engine's): DICTCLUST does not run
         let want_topics = p.topics.is_some() && p.events.is_none() && !is_bootstrap && bootstrapped;
         let want_found = want_topics || refresh.is_some();
-        let mine = (want_found && rep.finds()).then(|| Found {
+        let mine_found = (want_found && rep.finds()).then(|| Found {
             topics: want_topics.then(|| self.find_topics(&vectors, &scores, &topical, m)),
             refresh: plan,
         });
         if want_found {
-            rep.offer(mine.as_ref())?;
+            rep.offer(mine_found.as_ref())?;
         }
         stats.seconds_topics = plan_seconds + t_topics.elapsed().as_secs_f64();
-
-        // Dictionary update (not on the bootstrap batch, not before bootstrap, not on an empty
-        // batch). When the replicas share it, one computes it and the others receive it.
-        let t2 = Instant::now();
-        let updating = bootstrapped && !is_bootstrap && n > 0;
-        let shared = updating && !p.oiadmm.carry_delta && rep.shares_update();
-        let receives = shared && !rep.updates();
-        let (mut dict, delta) = if updating && !receives {
-            let (a, delta, st) = self.update(&vectors, &codes, &dict, &change);
-            stats.oiadmm = st;
-            (a, delta)
-        } else if receives {
-            // replaced below by the update received (Δ is not carried when the update is shared)
-            (dict, Multiplier::zeros(m, 0))
-        } else {
-            let n_prev = self.delta.ncols();
-            (dict, self.delta.remap_resize(&change.remap, n_prev))
-        };
         let t_take = Instant::now();
         let found = if want_found {
-            rep.found(mine)?
+            rep.found(mine_found)?
         } else {
             Found::default()
         };
@@ -432,6 +429,7 @@ impl Model {
         };
         stats.topics = topics.len();
         stats.seconds_topics += t_take.elapsed().as_secs_f64();
+        let t4 = Instant::now();
         // The bootstrap's atoms are new; the refresh comes after OIADMM (new atoms have no code
         // in this batch, so the update would not touch them anyway).
         if is_bootstrap {
@@ -440,30 +438,15 @@ impl Model {
                     *lu = self.timestep;
                 }
             }
-        } else if receives {
-            let u = rep
-                .updated(None)?
-                .ok_or_else(|| missing("dictionary update"))?;
-            (dict, last_used) = received_update(u, m, &mut stats)?;
         } else if refresh.is_some() {
             let plan = found.refresh.ok_or_else(|| missing("refresh plan"))?;
             stats.atoms_refreshed = self.refresh(&mut dict, &mut last_used, &plan)?;
         }
-        if bootstrapped && !is_bootstrap && !receives {
+        if bootstrapped && !is_bootstrap {
             self.adapt_atoms(&mut dict, &mut last_used, &topics, &mut stats);
         }
-        let mut dict_image = None;
-        if shared && !receives {
-            let img = image::encode(&dict);
-            rep.updated(Some(Updated {
-                dict: img.clone(),
-                last_used: last_used.clone(),
-                refreshed: stats.atoms_refreshed,
-            }))?;
-            dict_image = Some(Arc::new(img));
-        }
         stats.atoms = dict.ncols();
-        stats.seconds_update = t2.elapsed().as_secs_f64();
+        stats.seconds_update = seconds_update + t4.elapsed().as_secs_f64();
         if !dict.all_finite() {
             return Err(EngineError::NonFinite("dictionary"));
         }
@@ -482,7 +465,6 @@ impl Model {
             last_used,
             timestep: self.timestep + 1,
             bootstrapped,
-            dict_image,
         };
         let out = StepOutput {
             verdicts,
@@ -622,28 +604,6 @@ impl Model {
         (usage, last_used)
     }
 
-    /// The OIADMM step of the batch: Â_{t+1}, Δ_{t+1} (no columns when Δ is not carried) and
-    /// the step's figures.
-    fn update(
-        &self,
-        vectors: &[SparseDoc],
-        codes: &[Code],
-        dict: &Dictionary,
-        change: &VocabChange,
-    ) -> (Dictionary, Multiplier, OiadmmStats) {
-        let (p, m, n) = (&self.params, dict.nrows(), vectors.len());
-        let pm = docs_to_csr(vectors, m);
-        let x = codes_to_csc(codes, dict.ncols());
-        if p.oiadmm.carry_delta {
-            let mut delta = self.delta.remap_resize(&change.remap, n);
-            let (a, st) = oiadmm_step(&pm, dict, Some(&mut delta), &x, &p.oiadmm);
-            (a, delta, st)
-        } else {
-            let (a, st) = oiadmm_step(&pm, dict, None, &x, &p.oiadmm);
-            (a, Multiplier::zeros(m, 0), st)
-        }
-    }
-
     /// Adaptive dictionary size, when configured: emerging topics become atoms (up to the
     /// largest k), then atoms unused for `retire_after` timesteps retire (down to the
     /// smallest k), oldest first.
@@ -684,6 +644,23 @@ impl Model {
             }
         }
     }
+}
+
+/// The rows of Â_{t+1} of `job`, every shard's, projected onto 𝒜: this replica's hand of the
+/// gradient rows, the column thresholds found over every replica's sums, its rows projected
+/// and everyone's gathered (see [`UpdateJob`]).
+fn shared_update(
+    job: &UpdateJob<'_>,
+    rep: &mut dyn Replication,
+) -> Result<Vec<ProjectedRows>, EngineError> {
+    let mine = rep.gradient(job)?;
+    let bad = |e: String| EngineError::Inconsistent(format!("the update's column sums: {e}"));
+    let mut th = Thresholds::start(&rep.reduce(column_sums(&mine, job.atoms()))?);
+    while !th.is_done() {
+        let totals = rep.reduce(th.sums_above(&mine))?;
+        th.advance(&totals).map_err(bad)?;
+    }
+    rep.gather_rows(th.apply(mine))
 }
 
 /// The code of a document before the dictionary exists: no atom, its whole mass as the score.
@@ -803,31 +780,4 @@ pub struct ModelParts {
     pub last_used: Vec<u64>,
     pub timestep: u64,
     pub bootstrapped: bool,
-}
-
-/// The dictionary update another replica computed and passed on ([`Updated`]), checked to fit
-/// this step: Â_{t+1} with `m` rows and the atoms' last-used timesteps, one per atom.
-fn received_update(
-    u: Updated,
-    m: usize,
-    stats: &mut StepStats,
-) -> Result<(Dictionary, Vec<u64>), EngineError> {
-    let bad =
-        |why: String| EngineError::Inconsistent(format!("the dictionary update received: {why}"));
-    let dict = image::decode(&u.dict).map_err(bad)?;
-    if dict.nrows() != m {
-        return Err(bad(format!(
-            "{} rows, the vocabulary has {m} terms",
-            dict.nrows()
-        )));
-    }
-    if u.last_used.len() != dict.ncols() {
-        return Err(bad(format!(
-            "{} atom ages for {} atoms",
-            u.last_used.len(),
-            dict.ncols()
-        )));
-    }
-    stats.atoms_refreshed = u.refreshed;
-    Ok((dict, u.last_used))
 }

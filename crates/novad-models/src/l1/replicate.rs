@@ -6,11 +6,14 @@
 //! a [`CodingJob`] the batch's vectors and the dictionary; the replication returns, for every
 //! logical shard, its documents' resolved terms ([`ShardTerms`]) and codes ([`ShardOutput`]).
 //! [`Local`] computes every shard here; a cluster computes each shard on one replica and
-//! gathers them all. The step's emerging topics and the plan of its atom refresh, which do not
-//! need the updated Â, are worked out by one replica while another runs the update, and
-//! offered to them ([`Found`], [`Replication::offer`], [`Replication::found`]); the update
-//! itself may be computed by one replica and passed on to the others ([`Updated`],
-//! [`Replication::updated`]). Everything else in the step is a deterministic function of the
+//! gathers them all. The OIADMM update is split by logical shards of Â's rows the same way:
+//! each replica computes the gradient rows of its shards ([`Replication::gradient`]), the
+//! column thresholds of the projection come from sums added up over the replicas
+//! ([`Replication::reduce`]), and the projected rows are gathered
+//! ([`Replication::gather_rows`]). The step's emerging topics and the plan of its atom
+//! refresh, which do not need the updated Â, are worked out by one replica and offered to the
+//! others ([`Found`], [`Replication::offer`],
+//! [`Replication::found`]). Everything else in the step is a deterministic function of the
 //! model, the batch and these outputs, so replicas that start from the same model and see the
 //! same batch and outputs end with the same model.
 
@@ -20,7 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::l1::coding::{code_document, CodingDict, CodingParams};
 use crate::l1::dictionary::{
-    by_position, per_shard, shard_of, Dictionary, RefreshPlan, ShardGap, LOGICAL_SHARDS,
+    by_position, per_shard, shard_of, ColumnSum, Dictionary, GradientRows, ProjectedRows,
+    RefreshPlan, ShardGap, UpdateJob, LOGICAL_SHARDS,
 };
 use crate::memory::Neighbour;
 use crate::memory::{Floor, Share};
@@ -41,10 +45,10 @@ pub struct CodingJob<'a> {
 
 /// One logical shard's share of a step: the codes of its documents, in batch order.
 ///
-/// The OIADMM sum over the batch is not shared out: every replica computes the whole update
-/// from the gathered codes ([`crate::l1::dictionary::oiadmm_step`]). Its per-shard parts would
-/// be up to m × k each (nearly dense once Â has spread: 14–115 MB per timestep for 16 shards,
-/// 1,000 20NG documents and k = 200, measured), against ~200 bytes of codes per document.
+/// The OIADMM update is not shared out by documents: its per-document-shard parts would be up
+/// to m × k each (nearly dense once Â has spread: 14–115 MB per timestep for 16 shards, 1,000
+/// 20NG documents and k = 200, measured), against ~200 bytes of codes per document. It is
+/// shared by shards of Â's rows instead, from the gathered codes ([`UpdateJob`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardOutput {
     pub shard: u32,
@@ -230,24 +234,13 @@ fn code_fits(c: &Code, m: usize, k: usize) -> bool {
             .all(|&(i, r)| (i as usize) < m && r.is_finite())
 }
 
-/// What one replica works out for all of them in a step, while another runs the update:
+/// What one replica works out for all of them in a step:
 /// the step's emerging topics (when it has topics) and the plan of its atom refresh (when it
 /// refreshes atoms). Neither needs the updated Â.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Found {
     pub topics: Option<Vec<Topic>>,
     pub refresh: Option<RefreshPlan>,
-}
-
-/// A step's dictionary update (OIADMM, atom refresh, resize) as the replica that computes it
-/// passes it on to the others ([`Replication::updated`]): Â_{t+1} as its stored image
-/// ([`crate::l1::dictionary::image`], bit for bit), the atoms' last-used timesteps, and how
-/// many atoms were refreshed. O(m + non-zeros of Â) bytes, whatever the batch size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Updated {
-    pub dict: Vec<u8>,
-    pub last_used: Vec<u64>,
-    pub refreshed: usize,
 }
 
 /// A search of a replica's memory: the nearest remembered document of the batch document at
@@ -351,23 +344,24 @@ pub trait Replication {
         Ok(search(&all))
     }
 
-    /// True when the replicas share the step's dictionary update: one computes it and passes
-    /// it on ([`Self::updated`]), the others take it instead of computing it. [`Local`]: false.
-    /// Only a model that starts every batch from Δ = 0 shares it (a carried Δ would have to
-    /// travel too); the others compute it on every replica.
-    fn shares_update(&self) -> bool {
-        false
+    /// The gradient rows (pass 1 of the OIADMM update, [`UpdateJob::run`]) of the logical
+    /// shards of Â's rows this replica computes: [`Local`] computes every shard. Called once
+    /// per step that updates the dictionary; [`Self::reduce`] and [`Self::gather_rows`]
+    /// follow.
+    fn gradient(&mut self, job: &UpdateJob<'_>) -> Result<Vec<GradientRows>, EngineError> {
+        Ok(job.run(&(0..LOGICAL_SHARDS).collect::<Vec<_>>()))
     }
 
-    /// True when this replica computes the step's dictionary update (when it is shared).
-    fn updates(&self) -> bool {
-        true
+    /// Every replica's per-column sums of a round of the update's thresholds added up
+    /// ([`crate::l1::dictionary::add_sums`]), given this replica's own. [`Local`]: its own.
+    fn reduce(&mut self, mine: Vec<ColumnSum>) -> Result<Vec<ColumnSum>, EngineError> {
+        Ok(mine)
     }
 
-    /// Called once per step that updates the dictionary, when [`Self::shares_update`]: `Some`
-    /// from the replica that computed it (passed on), `None` from the others (which get it).
-    fn updated(&mut self, _mine: Option<Updated>) -> Result<Option<Updated>, EngineError> {
-        Ok(None)
+    /// Every shard's projected rows of the update (in any order; [`UpdateJob::project`]
+    /// checks them), given this replica's own.
+    fn gather_rows(&mut self, mine: Vec<ProjectedRows>) -> Result<Vec<ProjectedRows>, EngineError> {
+        Ok(mine)
     }
 
     /// True for [`Local`]: every shard is computed here (any model kind may then step).

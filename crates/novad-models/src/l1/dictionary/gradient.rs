@@ -160,10 +160,19 @@ impl Inputs<'_> {
     /// when no entry of its W can be clipped away from the batch's terms and k ≤
     /// [`GRAM_MAX_K`], otherwise document by document ([`Self::exact_row`]). Both are
     /// deterministic functions of the row and the batch.
-    pub(super) fn gradient_rows(&self, beta: f64, tau: f64, live: &Live) -> SparseRows {
+    ///
+    /// `idx` picks the live rows computed (positions in `live`, in the order wanted) and
+    /// `gram` is [`Gram::for_codes`] of the batch's codes: a row's result does not depend on
+    /// which other rows are computed with it.
+    pub(super) fn gradient_rows(
+        &self,
+        beta: f64,
+        tau: f64,
+        live: &Live,
+        gram: Option<&Gram>,
+        idx: &[usize],
+    ) -> SparseRows {
         let (k, n) = (self.a.ncols(), self.p.cols());
-        let gram = (k <= GRAM_MAX_K).then(|| Gram::new(self.x, k));
-        let idx: Vec<usize> = (0..live.rows.len()).collect();
         // blocks of rows, each into one buffer (few allocations), joined in row order
         let blocks: Vec<RowBlock<f64>> = idx
             .par_chunks(ROW_BLOCK)
@@ -180,7 +189,7 @@ impl Inputs<'_> {
                             beta,
                             tau,
                         };
-                        if let Some(gram) = gram.as_ref().filter(|g| g.unclipped(a_row, beta)) {
+                        if let Some(gram) = gram.filter(|g| g.unclipped(a_row, beta)) {
                             self.gram_row(&row, gram, (gt, out, dense), &mut ent);
                         } else {
                             self.exact_row(&row, (ax, gt, out), &mut ent);
@@ -312,12 +321,18 @@ const GRAM_MAX_K: usize = 1024;
 /// The batch's codes as pass 1's Gram path needs them: C = X̂X̂ᵀ (k × k, row-major, summed
 /// document by document in batch order; O(Σ_j nnz(x_j)²)) and the largest |weight| of each
 /// atom over the codes.
-struct Gram {
+pub(super) struct Gram {
     c: Vec<f64>,
     xmax: Vec<f64>,
 }
 
 impl Gram {
+    /// The Gram matrix pass 1 uses for codes `x` (k × n CSC) of k atoms: `None` above
+    /// [`GRAM_MAX_K`].
+    pub(super) fn for_codes(x: &CsMat<f64>, k: usize) -> Option<Gram> {
+        (k <= GRAM_MAX_K).then(|| Gram::new(x, k))
+    }
+
     fn new(x: &CsMat<f64>, k: usize) -> Gram {
         let (mut c, mut xmax) = (vec![0.0f64; k * k], vec![0.0f64; k]);
         for code in x.outer_iterator() {

@@ -8,6 +8,7 @@
 //! `f64` row by row (rows are independent, so rayon parallelism over rows is deterministic)
 //! and rounded to `f32` once.
 
+mod ball;
 mod bootstrap;
 mod gradient;
 pub mod image;
@@ -20,9 +21,12 @@ mod rows;
 pub use crate::shard::{
     by_position, deal, deal_after, per_shard, shard_docs, shard_of, ShardGap, LOGICAL_SHARDS,
 };
+pub use ball::{add_sums, column_sums, ColumnSum, Thresholds};
 pub use bootstrap::{a_step, bootstrap, init_atoms, AtomInit, BootstrapParams};
 pub use multiplier::Multiplier;
-pub use oiadmm::{oiadmm_step, OiadmmParams};
+pub use oiadmm::{
+    oiadmm_step, project_here, GradientRows, OiadmmParams, Projected, ProjectedRows, UpdateJob,
+};
 pub use project::{project_columns, project_nonneg_l1_ball, project_sparse_rows, SparseRows};
 pub use refresh::{plan_refresh, RefreshParams, RefreshPlan};
 pub use rows::Dictionary;

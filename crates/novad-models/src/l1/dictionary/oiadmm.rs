@@ -2,11 +2,13 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sprs::CsMat;
 
-use super::gradient::{nonzeros, row_times_codes, Acc, Inputs, Live};
-use super::project::{project_sparse_rows, SparseRows};
+use super::ball::{column_sums, Thresholds};
+use super::gradient::{nonzeros, row_times_codes, Acc, Gram, Inputs, Live};
+use super::project::SparseRows;
 use super::{Dictionary, Multiplier};
 use crate::linalg::{psi_max_codes, soft};
-use crate::model::OiadmmStats;
+use crate::model::{EngineError, OiadmmStats};
+use crate::shard::{shard_of, LOGICAL_SHARDS};
 
 /// Parameters of the OIADMM step (Algorithm 2). Checked by [`crate::Params::validate`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,6 +96,9 @@ fn live_norm(live: &Live) -> f64 {
 /// projection and the new Â are O(m + non-zeros). Guarantees: Â_{t+1} ∈ 𝒜, all values
 /// finite; the result equals the dense transcription of Algorithm 2 up to rounding (tested to
 /// 1e-5), and is a deterministic function of the inputs (any number of threads, bit for bit).
+///
+/// This is [`UpdateJob`] with every logical shard of rows computed here; a cluster computes
+/// the shards on different workers and gets the same result, bit for bit.
 pub fn oiadmm_step(
     p: &CsMat<f64>,
     a: &Dictionary,
@@ -101,64 +106,316 @@ pub fn oiadmm_step(
     x: &CsMat<f64>,
     params: &OiadmmParams,
 ) -> (Dictionary, OiadmmStats) {
-    let (m, k) = a.dim();
-    let n = p.cols();
-    assert_eq!(p.rows(), m, "P rows");
-    if let Some(d) = &delta {
-        assert_eq!((d.nrows(), d.ncols()), (m, n), "Δ shape");
+    let job = UpdateJob::new(p, a, delta.as_deref(), x, params);
+    let all: Vec<usize> = (0..LOGICAL_SHARDS).collect();
+    let parts = project_here(job.run(&all), a.ncols());
+    let mut done = job.project(parts).expect("a job's own rows fit it");
+    if let Some(d) = delta {
+        done.next_delta(d, p, a);
     }
-    assert_eq!(x.rows(), k, "X rows");
-    assert_eq!(x.cols(), n, "X cols");
-    assert!(p.is_csr() && x.is_csc());
-    let psi = psi_max_codes(x);
-    let tau = if psi > 0.0 {
-        params.tau_scale / (2.0 * psi)
-    } else {
-        0.0
-    };
-    let xr = x.to_csr();
-    let (live, rows) = {
-        let inputs = Inputs {
+    (done.dict, done.stats)
+}
+
+/// The gradient rows (pass 1) of one logical shard of Â's rows: the live rows of the terms
+/// `i` with `i mod LOGICAL_SHARDS == shard`, ascending, each as its positive entries (atom,
+/// value) by atom, before the projection. What a worker contributes to the update's round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GradientRows {
+    pub shard: u32,
+    /// Entries per row, one per live row of the shard.
+    pub lens: Vec<u32>,
+    /// The rows' entries, row after row.
+    pub entries: Vec<(u32, f64)>,
+}
+
+/// Rows of Â_{t+1} of one logical shard of rows, projected onto 𝒜 and rounded to f32: the
+/// shard's live rows, ascending, each as its non-zero entries (atom, value) by atom. What a
+/// worker contributes to the update's last round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProjectedRows {
+    pub shard: u32,
+    /// Entries per row, one per live row of the shard.
+    pub lens: Vec<u32>,
+    /// The rows' entries, row after row.
+    pub entries: Vec<(u32, f32)>,
+}
+
+/// `parts` (the gradient rows of every shard, or of one worker's shards when the others'
+/// sums are its own too) projected onto 𝒜 here: the column thresholds from this worker's
+/// sums alone ([`Thresholds`]).
+pub fn project_here(parts: Vec<GradientRows>, k: usize) -> Vec<ProjectedRows> {
+    let mut th = Thresholds::start(&column_sums(&parts, k));
+    while !th.is_done() {
+        let t = th.sums_above(&parts);
+        th.advance(&t).expect("a worker's own sums fit its columns");
+    }
+    th.apply(parts)
+}
+
+/// One OIADMM step split by logical shards of Â's rows (term `i` in shard `i mod 64`), so that
+/// several workers share it: each computes the gradient rows of some shards ([`Self::run`],
+/// pass 1, O(the rows' entries · k)), the workers find the columns' thresholds together from
+/// exact per-column sums ([`Thresholds`], an all-reduce of k pairs a round), each projects its
+/// own rows ([`Thresholds::apply`]), and every worker writes Â_{t+1} from every shard's
+/// projected rows ([`Self::project`], O(m + non-zeros)). Each row is a function of the row,
+/// the batch and the thresholds, and the thresholds do not depend on how the rows are split,
+/// so the result is the single worker's, bit for bit, however the shards are dealt.
+pub struct UpdateJob<'a> {
+    p: &'a CsMat<f64>,
+    a: &'a Dictionary,
+    delta: Option<&'a Multiplier>,
+    x: &'a CsMat<f64>,
+    xr: CsMat<f64>,
+    live: Live,
+    gram: Option<Gram>,
+    tau: f64,
+    beta: f64,
+    /// Per logical shard, the positions in `live` of its rows, ascending (every shard empty
+    /// when the step changes no row: τ = 0 or no atom).
+    by_shard: Vec<Vec<usize>>,
+}
+
+impl<'a> UpdateJob<'a> {
+    /// The step's inputs as [`oiadmm_step`] takes them; computes τ, the live rows and the
+    /// Gram matrix (every worker does, O(m + non-zeros + Σ_j nnz(x_j)²)).
+    pub fn new(
+        p: &'a CsMat<f64>,
+        a: &'a Dictionary,
+        delta: Option<&'a Multiplier>,
+        x: &'a CsMat<f64>,
+        params: &OiadmmParams,
+    ) -> Self {
+        let (m, k) = a.dim();
+        let n = p.cols();
+        assert_eq!(p.rows(), m, "P rows");
+        if let Some(d) = &delta {
+            assert_eq!((d.nrows(), d.ncols()), (m, n), "Δ shape");
+        }
+        assert_eq!(x.rows(), k, "X rows");
+        assert_eq!(x.cols(), n, "X cols");
+        assert!(p.is_csr() && x.is_csc());
+        let psi = psi_max_codes(x);
+        let tau = if psi > 0.0 {
+            params.tau_scale / (2.0 * psi)
+        } else {
+            0.0
+        };
+        let xr = x.to_csr();
+        let live = Inputs {
             p,
             a,
-            delta: delta.as_deref(),
+            delta,
             x,
             xr: &xr,
-        };
-        let live = inputs.live();
-        let mut rows = if tau > 0.0 && k > 0 {
-            inputs.gradient_rows(params.beta, tau, &live)
-        } else {
-            SparseRows::default()
-        };
-        if !rows.is_empty() {
-            project_sparse_rows(&mut rows, k);
         }
-        (live, rows)
-    };
-    // The new Â (every row outside `live` holds only ±0, kept as it is) and its change.
-    let (a_out, diff, norm) = if rows.is_empty() {
-        (a.clone(), 0.0, live_norm(&live))
-    } else {
-        write_rows(a, &live, &rows)
-    };
-    let relative_change = if norm > 0.0 {
-        (diff / norm).sqrt()
-    } else {
-        0.0
-    };
-    let beta = params.beta;
+        .live();
+        let active = tau > 0.0 && k > 0;
+        let gram = if active { Gram::for_codes(x, k) } else { None };
+        let mut by_shard = vec![Vec::new(); LOGICAL_SHARDS];
+        if active {
+            for (c, &i) in live.rows.iter().enumerate() {
+                by_shard[shard_of(i)].push(c);
+            }
+        }
+        UpdateJob {
+            p,
+            a,
+            delta,
+            x,
+            xr,
+            live,
+            gram,
+            tau,
+            beta: params.beta,
+            by_shard,
+        }
+    }
 
-    // Pass 2: Δ_{t+1} = Δ_t + β (P − Â_{t+1} X̂ − Γ), Γ = soft(P − Â_t X̂ + Δ_t/β, 1/β).
-    // Where P_ij = 0 and (ÂX̂)_ij = 0 before and after, this is Δ_ij ← clip(Δ_ij, −1, 1), so
-    // zeros stay zero and only the candidate positions are visited.
-    let mut delta_nnz = 0;
-    if let Some(d) = delta {
+    /// k, the number of atoms.
+    pub fn atoms(&self) -> usize {
+        self.a.ncols()
+    }
+
+    fn inputs(&self) -> Inputs<'_> {
+        Inputs {
+            p: self.p,
+            a: self.a,
+            delta: self.delta,
+            x: self.x,
+            xr: &self.xr,
+        }
+    }
+
+    /// The predicted cost of each logical shard's gradient rows, for dealing them out
+    /// ([`crate::shard::deal`]): per row, its entries in Â_t times k (the Gram path) plus 16
+    /// per explicit position (a term of the batch or a multiplier) and k for the row's pass.
+    /// An integer function of the job, so every worker predicts the same costs.
+    pub fn shard_costs(&self) -> [u64; LOGICAL_SHARDS] {
+        let k = self.a.ncols() as u64;
+        let mut costs = [0u64; LOGICAL_SHARDS];
+        for (s, rows) in self.by_shard.iter().enumerate() {
+            costs[s] = rows
+                .iter()
+                .map(|&c| {
+                    let i = self.live.rows[c];
+                    let explicit = self.p.outer_view(i).map_or(0, |r| r.nnz())
+                        + self.delta.map_or(0, |d| d.row(i).len());
+                    (self.live.a_row(c).len() as u64 + 1) * k + 16 * explicit as u64
+                })
+                .sum();
+        }
+        costs
+    }
+
+    /// Pass 1 for the rows of `shards` (in parallel on the rayon pool): one part per shard, in
+    /// `shards` order.
+    pub fn run(&self, shards: &[usize]) -> Vec<GradientRows> {
+        let idx: Vec<usize> = shards
+            .iter()
+            .flat_map(|&s| self.by_shard[s].iter().copied())
+            .collect();
+        let rows = if idx.is_empty() {
+            SparseRows::default()
+        } else {
+            self.inputs()
+                .gradient_rows(self.beta, self.tau, &self.live, self.gram.as_ref(), &idx)
+        };
+        let mut r = 0;
+        shards
+            .iter()
+            .map(|&s| {
+                let count = self.by_shard[s].len();
+                let (from, to) = (r, r + count);
+                r = to;
+                let span = if count == 0 {
+                    0..0
+                } else {
+                    rows.ptr[from]..rows.ptr[to]
+                };
+                GradientRows {
+                    shard: s as u32,
+                    lens: (from..to)
+                        .map(|c| (rows.ptr[c + 1] - rows.ptr[c]) as u32)
+                        .collect(),
+                    entries: rows.entries[span].to_vec(),
+                }
+            })
+            .collect()
+    }
+
+    /// Every shard's projected rows put back in row order: fails, naming the shard, when a
+    /// shard is missing or repeated or a part does not fit the job (row count, entries out of
+    /// order or out of range, a value not finite and positive).
+    fn assemble(&self, parts: Vec<ProjectedRows>) -> Result<SparseRows, EngineError> {
+        let k = self.a.ncols();
+        let bad = |s: usize, what: &str| {
+            EngineError::Inconsistent(format!("logical shard {s} of the update's rows: {what}"))
+        };
+        let mut slot: Vec<Option<ProjectedRows>> = vec![None; LOGICAL_SHARDS];
+        for part in parts {
+            let s = part.shard as usize;
+            if s >= LOGICAL_SHARDS {
+                return Err(bad(s, "no such shard"));
+            }
+            if part.lens.len() != self.by_shard[s].len() {
+                return Err(bad(s, "not one row per live row"));
+            }
+            let total: usize = part.lens.iter().map(|&l| l as usize).sum();
+            if total != part.entries.len() {
+                return Err(bad(s, "entry counts do not add up"));
+            }
+            let mut at = 0;
+            for &l in &part.lens {
+                let row = &part.entries[at..at + l as usize];
+                at += l as usize;
+                let ordered = row.windows(2).all(|w| w[0].0 < w[1].0);
+                let fits = row
+                    .iter()
+                    .all(|&(j, v)| (j as usize) < k && v.is_finite() && v > 0.0);
+                if !ordered || !fits {
+                    return Err(bad(s, "a row does not fit the dictionary"));
+                }
+            }
+            if slot[s].replace(part).is_some() {
+                return Err(bad(s, "given twice"));
+            }
+        }
+        if let Some(s) = slot.iter().position(Option::is_none) {
+            return Err(bad(s, "missing"));
+        }
+        if self.by_shard.iter().all(Vec::is_empty) {
+            return Ok(SparseRows::default());
+        }
+        let parts: Vec<ProjectedRows> = slot.into_iter().flatten().collect();
+        let mut cursor = vec![(0usize, 0usize); LOGICAL_SHARDS];
+        let mut out: SparseRows<f64> = SparseRows {
+            ptr: Vec::with_capacity(self.live.rows.len() + 1),
+            entries: Vec::with_capacity(parts.iter().map(|p| p.entries.len()).sum()),
+        };
+        out.ptr.push(0);
+        for &i in &self.live.rows {
+            let s = shard_of(i);
+            let (row, at) = &mut cursor[s];
+            let l = parts[s].lens[*row] as usize;
+            let row_entries = &parts[s].entries[*at..*at + l];
+            out.entries
+                .extend(row_entries.iter().map(|&(j, v)| (j, v as f64)));
+            out.ptr.push(out.entries.len());
+            *row += 1;
+            *at += l;
+        }
+        Ok(out)
+    }
+
+    /// The projected rows of every shard ([`Thresholds::apply`] of [`Self::run`]'s parts, in
+    /// any order) written into Â_{t+1}, with the step's figures. Δ_{t+1}, when Δ is carried,
+    /// follows from [`Projected::next_delta`].
+    pub fn project(self, parts: Vec<ProjectedRows>) -> Result<Projected, EngineError> {
+        let rows = self.assemble(parts)?;
+        // The new Â (every row outside `live` holds only ±0, kept as it is) and its change.
+        let (dict, diff, norm) = if rows.is_empty() {
+            (self.a.clone(), 0.0, live_norm(&self.live))
+        } else {
+            write_rows(self.a, &self.live, &rows)
+        };
+        let relative_change = if norm > 0.0 {
+            (diff / norm).sqrt()
+        } else {
+            0.0
+        };
+        Ok(Projected {
+            dict,
+            stats: OiadmmStats {
+                tau: self.tau,
+                relative_change,
+                delta_nnz: 0,
+            },
+            xr: self.xr,
+            beta: self.beta,
+        })
+    }
+}
+
+/// Â_{t+1} of an [`UpdateJob`] and the step's figures.
+pub struct Projected {
+    pub dict: Dictionary,
+    pub stats: OiadmmStats,
+    xr: CsMat<f64>,
+    beta: f64,
+}
+
+impl Projected {
+    /// Pass 2: Δ_{t+1} = Δ_t + β (P − Â_{t+1} X̂ − Γ), Γ = soft(P − Â_t X̂ + Δ_t/β, 1/β), in
+    /// place of `d` (Δ_t, m × n), for the job's batch `p` and Â_t `a`. Where P_ij = 0 and
+    /// (ÂX̂)_ij = 0 before and after, this is Δ_ij ← clip(Δ_ij, −1, 1), so zeros stay zero and
+    /// only the candidate positions are visited.
+    pub fn next_delta(&mut self, d: &mut Multiplier, p: &CsMat<f64>, a: &Dictionary) {
+        let (beta, xr, a_out, n) = (self.beta, &self.xr, &self.dict, p.cols());
         d.rows_mut().par_iter_mut().enumerate().for_each_init(
             || (Acc::new(n), Acc::new(n), Acc::new(n), Acc::new(n)),
             |(ax_old, ax_new, pv, cand), (i, row)| {
-                row_times_codes(nonzeros(a.row(i)), &xr, ax_old);
-                row_times_codes(nonzeros(a_out.row(i)), &xr, ax_new);
+                row_times_codes(nonzeros(a.row(i)), xr, ax_old);
+                row_times_codes(nonzeros(a_out.row(i)), xr, ax_new);
                 for (j, &v) in p.outer_view(i).unwrap().iter() {
                     pv.add(j as u32, v);
                 }
@@ -192,14 +449,6 @@ pub fn oiadmm_step(
                 cand.clear();
             },
         );
-        delta_nnz = d.nnz();
+        self.stats.delta_nnz = d.nnz();
     }
-    (
-        a_out,
-        OiadmmStats {
-            tau,
-            relative_change,
-            delta_nnz,
-        },
-    )
 }
