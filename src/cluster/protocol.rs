@@ -980,4 +980,57 @@ mod tests {
         let e = search_parts(&r, 7, 1).unwrap_err().to_string();
         assert!(e.contains("worker 1 did not take part"), "{e}");
     }
+
+    /// The update's rounds: column sums are added up over the workers; a replica with
+    /// another number of columns, at another timestep or sending something else is refused,
+    /// named; the rows of every worker are gathered.
+    #[test]
+    fn the_updates_rounds_add_the_sums_and_name_a_stray_worker() {
+        use novad_models::l1::dictionary::ProjectedRows;
+        let sums = |v: &[(i128, u64)]| -> Vec<ColumnSum> {
+            v.iter()
+                .map(|&(sum, count)| ColumnSum { sum, count })
+                .collect()
+        };
+        let round = |parts: Vec<Vec<u8>>| parts;
+        let good = round(vec![
+            sums_message(0, 5, sums(&[(3, 1), (0, 0)])),
+            sums_message(1, 5, sums(&[(4, 2), (7, 1)])),
+            sums_message(2, 5, sums(&[(0, 0), (1, 1)])),
+        ]);
+        assert_eq!(total_sums(&good, 5).unwrap(), sums(&[(7, 3), (8, 2)]));
+        let short = round(vec![
+            sums_message(0, 5, sums(&[(3, 1), (0, 0)])),
+            sums_message(1, 5, sums(&[(4, 2)])),
+        ]);
+        let e = total_sums(&short, 5).unwrap_err().to_string();
+        assert!(e.contains("worker 1") && e.contains("1 column sums"), "{e}");
+        let stale = round(vec![
+            sums_message(0, 5, sums(&[(3, 1)])),
+            sums_message(1, 4, sums(&[(4, 2)])),
+        ]);
+        let e = total_sums(&stale, 5).unwrap_err().to_string();
+        assert!(e.contains("worker 1 holds the model at timestep 4"), "{e}");
+        let other = round(vec![
+            sums_message(0, 5, sums(&[(3, 1)])),
+            encode(&Reply::Idle),
+        ]);
+        let e = total_sums(&other, 5).unwrap_err().to_string();
+        assert!(e.contains("worker 1 did not take part"), "{e}");
+        let rows = |shard: u32| ProjectedRows {
+            shard,
+            lens: vec![1],
+            entries: vec![(0, 0.5)],
+        };
+        let both = round(vec![
+            rows_message(0, 5, vec![rows(0), rows(2)]),
+            rows_message(1, 5, vec![rows(1)]),
+        ]);
+        let got: Vec<u32> = gather_rows(&both, 5)
+            .unwrap()
+            .iter()
+            .map(|r| r.shard)
+            .collect();
+        assert_eq!(got, [0, 2, 1]);
+    }
 }

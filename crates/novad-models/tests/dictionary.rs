@@ -590,8 +590,9 @@ fn the_update_shared_by_row_shards_equals_the_one_worker_step() {
             let rows: Vec<Vec<GradientRows>> = hands.iter().map(|h| job.run(h)).collect();
             let mut th =
                 Thresholds::start(&reduce(rows.iter().map(|r| column_sums(r, k)).collect()));
+            let mut cand: Vec<_> = rows.iter().map(|r| th.candidates(r)).collect();
             while !th.is_done() {
-                th.advance(&reduce(rows.iter().map(|r| th.sums_above(r)).collect()))
+                th.advance(&reduce(cand.iter_mut().map(|c| th.sums_above(c)).collect()))
                     .unwrap();
             }
             assert!(th.rounds() > 0, "some column is over the ball");

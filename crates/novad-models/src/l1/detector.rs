@@ -656,8 +656,9 @@ fn shared_update(
     let mine = rep.gradient(job)?;
     let bad = |e: String| EngineError::Inconsistent(format!("the update's column sums: {e}"));
     let mut th = Thresholds::start(&rep.reduce(column_sums(&mine, job.atoms()))?);
+    let mut cand = th.candidates(&mine);
     while !th.is_done() {
-        let totals = rep.reduce(th.sums_above(&mine))?;
+        let totals = rep.reduce(th.sums_above(&mut cand))?;
         th.advance(&totals).map_err(bad)?;
     }
     rep.gather_rows(th.apply(mine))

@@ -120,21 +120,38 @@ impl Thresholds {
         self.rounds
     }
 
-    /// This worker's part of the next round: per active column (in [`Self::is_done`]'s
-    /// order), the sum and count of its values above the column's level.
-    pub fn sums_above(&self, parts: &[GradientRows]) -> Vec<ColumnSum> {
+    /// The entries of `parts` a round can count: those of a column over the ball above its
+    /// level, (column, value). Kept by the caller and narrowed by every [`Self::sums_above`]
+    /// (a value at or below a column's level is at or below every later one).
+    pub fn candidates(&self, parts: &[GradientRows]) -> Vec<(u32, f64)> {
+        parts
+            .iter()
+            .flat_map(|p| &p.entries)
+            .filter(|&&(j, v)| {
+                self.over.get(j as usize) == Some(&true) && v > self.level[j as usize]
+            })
+            .copied()
+            .collect()
+    }
+
+    /// This worker's part of the next round: per active column (ascending), the sum and
+    /// count of its values above the column's level. `cand` ([`Self::candidates`]) loses the
+    /// entries no later round counts.
+    pub fn sums_above(&self, cand: &mut Vec<(u32, f64)>) -> Vec<ColumnSum> {
         let k = self.level.len();
         let mut slot = vec![u32::MAX; k];
         for (c, &j) in self.active.iter().enumerate() {
             slot[j as usize] = c as u32;
         }
         let mut out = vec![ColumnSum::default(); self.active.len()];
-        for &(j, v) in parts.iter().flat_map(|p| &p.entries) {
-            let c = slot.get(j as usize).copied().unwrap_or(u32::MAX);
-            if c != u32::MAX && v > self.level[j as usize] {
+        cand.retain(|&(j, v)| {
+            let c = slot[j as usize];
+            let keep = c != u32::MAX && v > self.level[j as usize];
+            if keep {
                 out[c as usize].add(v);
             }
-        }
+            keep
+        });
         out
     }
 
@@ -257,13 +274,12 @@ mod tests {
                         .map(|p| column_sums(std::slice::from_ref(p), 1))
                         .collect(),
                 ));
+                let mut cand: Vec<Vec<(u32, f64)>> = parts
+                    .iter()
+                    .map(|p| th.candidates(std::slice::from_ref(p)))
+                    .collect();
                 while !th.is_done() {
-                    let t = reduce(
-                        parts
-                            .iter()
-                            .map(|p| th.sums_above(std::slice::from_ref(p)))
-                            .collect(),
-                    );
+                    let t = reduce(cand.iter_mut().map(|c| th.sums_above(c)).collect());
                     th.advance(&t).unwrap();
                 }
                 (th.theta(0), th.rounds())

@@ -145,8 +145,9 @@ pub struct ProjectedRows {
 /// sums alone ([`Thresholds`]).
 pub fn project_here(parts: Vec<GradientRows>, k: usize) -> Vec<ProjectedRows> {
     let mut th = Thresholds::start(&column_sums(&parts, k));
+    let mut cand = th.candidates(&parts);
     while !th.is_done() {
-        let t = th.sums_above(&parts);
+        let t = th.sums_above(&mut cand);
         th.advance(&t).expect("a worker's own sums fit its columns");
     }
     th.apply(parts)
