@@ -345,11 +345,12 @@ pub trait Replication {
     }
 
     /// The gradient rows (pass 1 of the OIADMM update, [`UpdateJob::run`]) of the logical
-    /// shards of Â's rows this replica computes: [`Local`] computes every shard. Called once
+    /// shards of Â's rows this replica computes: [`Local`] computes every row, as one part in
+    /// row order ([`UpdateJob::run_whole`]). Called once
     /// per step that updates the dictionary; [`Self::reduce`] and [`Self::gather_rows`]
     /// follow.
     fn gradient(&mut self, job: &UpdateJob<'_>) -> Result<Vec<GradientRows>, EngineError> {
-        Ok(job.run(&(0..LOGICAL_SHARDS).collect::<Vec<_>>()))
+        Ok(vec![job.run_whole()])
     }
 
     /// Every replica's per-column sums of a round of the update's thresholds added up

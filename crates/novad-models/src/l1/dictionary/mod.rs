@@ -26,6 +26,7 @@ pub use bootstrap::{a_step, bootstrap, init_atoms, AtomInit, BootstrapParams};
 pub use multiplier::Multiplier;
 pub use oiadmm::{
     oiadmm_step, project_here, GradientRows, OiadmmParams, Projected, ProjectedRows, UpdateJob,
+    WHOLE,
 };
 pub use project::{project_columns, project_nonneg_l1_ball, project_sparse_rows, SparseRows};
 pub use refresh::{plan_refresh, RefreshParams, RefreshPlan};

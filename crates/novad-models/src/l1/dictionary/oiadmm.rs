@@ -39,7 +39,7 @@ impl OiadmmParams {
 /// ‖Â_t‖²) over the live rows, the new values rounded to f32 first. Each row's sums run over the union of its old and new
 /// non-zeros by atom (the terms left out are exact zeros) and are computed in parallel, then
 /// added in row order, so the figures equal the dense ones bit for bit.
-fn write_rows(a: &Dictionary, live: &Live, rows: &SparseRows) -> (Dictionary, f64, f64) {
+fn write_rows(a: &Dictionary, live: &Live, rows: &SparseRows<f32>) -> (Dictionary, f64, f64) {
     let parts: Vec<(f64, f64)> = (0..live.rows.len())
         .into_par_iter()
         .map(|c| {
@@ -50,11 +50,11 @@ fn write_rows(a: &Dictionary, live: &Live, rows: &SparseRows) -> (Dictionary, f6
                 let (ov, nv) = match (o.peek(), n.peek()) {
                     (None, None) => break,
                     (Some(&&(jo, _)), Some(&&(jn, _))) if jo == jn => {
-                        (o.next().unwrap().1, n.next().unwrap().1 as f32)
+                        (o.next().unwrap().1, n.next().unwrap().1)
                     }
                     (Some(&&(jo, _)), Some(&&(jn, _))) if jo < jn => (o.next().unwrap().1, 0.0),
                     (Some(_), None) => (o.next().unwrap().1, 0.0),
-                    _ => (0.0, n.next().unwrap().1 as f32),
+                    _ => (0.0, n.next().unwrap().1),
                 };
                 diff += (nv as f64 - ov as f64).powi(2);
                 norm += (ov as f64).powi(2);
@@ -65,7 +65,7 @@ fn write_rows(a: &Dictionary, live: &Live, rows: &SparseRows) -> (Dictionary, f6
     let (diff, norm) = parts
         .iter()
         .fold((0.0, 0.0), |(d, n), &(di, ni)| (d + di, n + ni));
-    let next = a.with_rows(&live.rows, |c| rows.row(c), |v| v as f32);
+    let next = a.with_rows(&live.rows, |c| rows.row(c), |v| v);
     (next, diff, norm)
 }
 
@@ -107,8 +107,7 @@ pub fn oiadmm_step(
     params: &OiadmmParams,
 ) -> (Dictionary, OiadmmStats) {
     let job = UpdateJob::new(p, a, delta.as_deref(), x, params);
-    let all: Vec<usize> = (0..LOGICAL_SHARDS).collect();
-    let parts = project_here(job.run(&all), a.ncols());
+    let parts = project_here(vec![job.run_whole()], a.ncols());
     let mut done = job.project(parts).expect("a job's own rows fit it");
     if let Some(d) = delta {
         done.next_delta(d, p, a);
@@ -127,6 +126,9 @@ pub struct GradientRows {
     /// The rows' entries, row after row.
     pub entries: Vec<(u32, f64)>,
 }
+
+/// The `shard` of a part that holds every live row in row order ([`UpdateJob::run_whole`]).
+pub const WHOLE: u32 = u32::MAX;
 
 /// Rows of Â_{t+1} of one logical shard of rows, projected onto 𝒜 and rounded to f32: the
 /// shard's live rows, ascending, each as its non-zero entries (atom, value) by atom. What a
@@ -268,6 +270,27 @@ impl<'a> UpdateJob<'a> {
         costs
     }
 
+    /// Pass 1 for every live row, in row order, as one part whose shard is [`WHOLE`]: what
+    /// one worker alone computes (the rows of every shard, without cutting them apart).
+    pub fn run_whole(&self) -> GradientRows {
+        let idx: Vec<usize> = if self.by_shard.iter().all(Vec::is_empty) {
+            Vec::new()
+        } else {
+            (0..self.live.rows.len()).collect()
+        };
+        let rows = if idx.is_empty() {
+            SparseRows::default()
+        } else {
+            self.inputs()
+                .gradient_rows(self.beta, self.tau, &self.live, self.gram.as_ref(), &idx)
+        };
+        GradientRows {
+            shard: WHOLE,
+            lens: rows.ptr.windows(2).map(|w| (w[1] - w[0]) as u32).collect(),
+            entries: rows.entries,
+        }
+    }
+
     /// Pass 1 for the rows of `shards` (in parallel on the rayon pool): one part per shard, in
     /// `shards` order.
     pub fn run(&self, shards: &[usize]) -> Vec<GradientRows> {
@@ -307,18 +330,21 @@ impl<'a> UpdateJob<'a> {
     /// Every shard's projected rows put back in row order: fails, naming the shard, when a
     /// shard is missing or repeated or a part does not fit the job (row count, entries out of
     /// order or out of range, a value not finite and positive).
-    fn assemble(&self, parts: Vec<ProjectedRows>) -> Result<SparseRows, EngineError> {
+    fn assemble(&self, parts: Vec<ProjectedRows>) -> Result<SparseRows<f32>, EngineError> {
         let k = self.a.ncols();
         let bad = |s: usize, what: &str| {
             EngineError::Inconsistent(format!("logical shard {s} of the update's rows: {what}"))
         };
-        let mut slot: Vec<Option<ProjectedRows>> = vec![None; LOGICAL_SHARDS];
-        for part in parts {
+        let rows_of = |s: u32| match s {
+            WHOLE => self.by_shard.iter().map(Vec::len).sum(),
+            s => self.by_shard[s as usize].len(),
+        };
+        for part in &parts {
             let s = part.shard as usize;
-            if s >= LOGICAL_SHARDS {
+            if s >= LOGICAL_SHARDS && part.shard != WHOLE {
                 return Err(bad(s, "no such shard"));
             }
-            if part.lens.len() != self.by_shard[s].len() {
+            if part.lens.len() != rows_of(part.shard) {
                 return Err(bad(s, "not one row per live row"));
             }
             let total: usize = part.lens.iter().map(|&l| l as usize).sum();
@@ -337,6 +363,29 @@ impl<'a> UpdateJob<'a> {
                     return Err(bad(s, "a row does not fit the dictionary"));
                 }
             }
+        }
+        // one part of every row, in row order: the rows as they are
+        if parts.len() == 1 && parts[0].shard == WHOLE {
+            let part = parts.into_iter().next().expect("one part");
+            if part.lens.is_empty() {
+                return Ok(SparseRows::default());
+            }
+            let mut ptr = Vec::with_capacity(part.lens.len() + 1);
+            ptr.push(0);
+            for &l in &part.lens {
+                ptr.push(ptr.last().unwrap() + l as usize);
+            }
+            return Ok(SparseRows {
+                ptr,
+                entries: part.entries,
+            });
+        }
+        let mut slot: Vec<Option<ProjectedRows>> = vec![None; LOGICAL_SHARDS];
+        for part in parts {
+            let s = part.shard as usize;
+            if part.shard == WHOLE {
+                return Err(bad(s, "every row given beside shards"));
+            }
             if slot[s].replace(part).is_some() {
                 return Err(bad(s, "given twice"));
             }
@@ -349,7 +398,7 @@ impl<'a> UpdateJob<'a> {
         }
         let parts: Vec<ProjectedRows> = slot.into_iter().flatten().collect();
         let mut cursor = vec![(0usize, 0usize); LOGICAL_SHARDS];
-        let mut out: SparseRows<f64> = SparseRows {
+        let mut out: SparseRows<f32> = SparseRows {
             ptr: Vec::with_capacity(self.live.rows.len() + 1),
             entries: Vec::with_capacity(parts.iter().map(|p| p.entries.len()).sum()),
         };
@@ -358,9 +407,8 @@ impl<'a> UpdateJob<'a> {
             let s = shard_of(i);
             let (row, at) = &mut cursor[s];
             let l = parts[s].lens[*row] as usize;
-            let row_entries = &parts[s].entries[*at..*at + l];
             out.entries
-                .extend(row_entries.iter().map(|&(j, v)| (j, v as f64)));
+                .extend_from_slice(&parts[s].entries[*at..*at + l]);
             out.ptr.push(out.entries.len());
             *row += 1;
             *at += l;
