@@ -28,7 +28,7 @@ pub use oiadmm::{
     oiadmm_step, project_here, GradientRows, OiadmmParams, Projected, ProjectedRows, UpdateJob,
     WHOLE,
 };
-pub use project::{project_columns, project_nonneg_l1_ball, project_sparse_rows, SparseRows};
+pub use project::{project_columns, project_nonneg_l1_ball, SparseRows};
 pub use refresh::{plan_refresh, RefreshParams, RefreshPlan};
 pub use rows::Dictionary;
 

@@ -1,5 +1,4 @@
 use ndarray::Array2;
-use rayon::prelude::*;
 
 /// Euclidean projection of `v` onto {x ≥ 0, Σ x ≤ 1}, in place.
 ///
@@ -194,91 +193,6 @@ impl<T> SparseRows<T> {
     pub fn row(&self, r: usize) -> &[(u32, T)] {
         &self.entries[self.ptr[r]..self.ptr[r + 1]]
     }
-}
-
-/// [`project_columns`] for a matrix given by its rows' positive entries (every other entry
-/// is ≤ 0 or NaN, which the projection sets to 0): the result, with the zeros it makes
-/// dropped, is bit-identical to projecting the dense matrix, in O(non-zeros) — column sums and
-/// the values a threshold is taken over are visited in the same (row) order.
-pub fn project_sparse_rows(rows: &mut SparseRows, k: usize) {
-    let mut sums = vec![0.0f64; k];
-    let mut counts = vec![0usize; k];
-    for &(j, v) in &rows.entries {
-        sums[j as usize] += v;
-        counts[j as usize] += 1;
-    }
-    // the columns over the ball, each with θ₀ = (Σ − 1) / count: only values above θ₀ are
-    // gathered, and the largest of the others
-    let mut slot = vec![usize::MAX; k];
-    let mut floors = Vec::new();
-    for (j, &s) in sums.iter().enumerate() {
-        if s > 1.0 {
-            slot[j] = floors.len();
-            floors.push((s - 1.0) / counts[j] as f64);
-        }
-    }
-    if floors.is_empty() {
-        return;
-    }
-    let mut vals: Vec<Vec<f64>> = vec![Vec::new(); floors.len()];
-    let mut next = vec![f64::NEG_INFINITY; floors.len()];
-    for &(j, v) in &rows.entries {
-        let c = slot[j as usize];
-        if c != usize::MAX {
-            if v > floors[c] {
-                vals[c].push(v);
-            } else {
-                next[c] = next[c].max(v);
-            }
-        }
-    }
-    // each column's threshold from its own values: in parallel, the same thresholds
-    let tops: Vec<Option<f64>> = vals
-        .into_par_iter()
-        .zip(next)
-        .map(|(top, next)| top_threshold(top, next))
-        .collect();
-    let over: Vec<f64> = tops
-        .iter()
-        .enumerate()
-        .map(|(c, t)| {
-            t.unwrap_or_else(|| {
-                // the rare column the top values do not settle: all its values, in row order
-                let col: Vec<f64> = rows
-                    .entries
-                    .iter()
-                    .filter(|e| slot[e.0 as usize] == c)
-                    .map(|e| e.1)
-                    .collect();
-                full_threshold(col)
-            })
-        })
-        .collect();
-    let mut theta = vec![0.0f64; k];
-    for (j, &c) in slot.iter().enumerate() {
-        if c != usize::MAX {
-            theta[j] = over[c];
-        }
-    }
-    // apply the thresholds and drop the zeros they make, compacting in place
-    let mut w = 0;
-    let mut start = 0;
-    for r in 0..rows.len() {
-        let end = rows.ptr[r + 1];
-        for e in start..end {
-            let (j, mut v) = rows.entries[e];
-            if slot[j as usize] != usize::MAX {
-                v = (v - theta[j as usize]).max(0.0);
-            }
-            if v != 0.0 {
-                rows.entries[w] = (j, v);
-                w += 1;
-            }
-        }
-        start = end;
-        rows.ptr[r + 1] = w;
-    }
-    rows.entries.truncate(w);
 }
 
 #[cfg(test)]
