@@ -23,16 +23,7 @@ fn wait_up(d: &Dirs) {
 
 /// The files of the timesteps, in timestep order.
 fn taken_order(d: &Dirs) -> Vec<String> {
-    let st: serde_json::Value = serde_json::from_str(&novad_ok(&[
-        "status",
-        "--store",
-        &s(d),
-        "--format",
-        "json",
-        "--recent",
-        "10000",
-    ]))
-    .unwrap();
+    let st = status_json(d, 10000);
     let mut v: Vec<(u64, String)> = st["recent"]
         .as_array()
         .unwrap()

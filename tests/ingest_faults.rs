@@ -73,16 +73,7 @@ fn wait_up(d: &Dirs, before: usize) {
 }
 
 fn status(d: &Dirs) -> serde_json::Value {
-    serde_json::from_str(&novad_ok(&[
-        "status",
-        "--store",
-        &s(d),
-        "--format",
-        "json",
-        "--recent",
-        "1000",
-    ]))
-    .unwrap()
+    status_json(d, 1000)
 }
 
 fn verdicts(store: &str) -> Vec<serde_json::Value> {

@@ -31,23 +31,8 @@ fn secret_file(d: &Dirs) -> String {
     p.display().to_string()
 }
 
-/// `novad status --format json`, with the `recent` newest timesteps.
-fn status_recent(d: &Dirs, recent: usize) -> Value {
-    let n = recent.to_string();
-    let out = novad_ok(&[
-        "status",
-        "--store",
-        &s(d),
-        "--format",
-        "json",
-        "--recent",
-        &n,
-    ]);
-    serde_json::from_str(&out).unwrap()
-}
-
 fn status(d: &Dirs) -> Value {
-    status_recent(d, 5)
+    status_json(d, 5)
 }
 
 /// (waiting, parked) over every receiver, from `novad status`.
@@ -143,7 +128,7 @@ fn messages_survive_a_down_receiver_and_a_kill_and_arrive_once() {
         }
     }
     // the messages tell what the store committed: the same novel counts per timestep
-    let steps = status_recent(&d, 10);
+    let steps = status_json(&d, 10);
     for g in &got {
         let m = g.json();
         let t = m["timestep"].as_u64().unwrap();

@@ -395,16 +395,7 @@ pub fn crash_cycles_with(
     let ids: HashSet<&str> = vs.iter().map(|v| v["doc_id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), files * docs);
     // same files in the same timesteps
-    let st: serde_json::Value = serde_json::from_str(&novad_ok(&[
-        "status",
-        "--store",
-        &s(&d),
-        "--format",
-        "json",
-        "--recent",
-        &files.to_string(),
-    ]))
-    .unwrap();
+    let st = status_json(&d, files);
     let mut got_order: Vec<(u64, String)> = st["recent"]
         .as_array()
         .unwrap()
@@ -439,6 +430,21 @@ pub struct CrashReport {
 }
 
 /// The store directory as a string argument.
+/// `novad status --format json` of `d`'s store, with the `recent` newest timesteps.
+pub fn status_json(d: &Dirs, recent: usize) -> serde_json::Value {
+    let n = recent.to_string();
+    let out = novad_ok(&[
+        "status",
+        "--store",
+        &s(d),
+        "--format",
+        "json",
+        "--recent",
+        &n,
+    ]);
+    serde_json::from_str(&out).unwrap()
+}
+
 pub fn s(d: &Dirs) -> String {
     d.store().display().to_string()
 }

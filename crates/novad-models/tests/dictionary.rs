@@ -26,6 +26,19 @@ fn step_rows(
     (a2.to_dense(), st)
 }
 
+/// The codes of `docs` over the dense dictionary `a` with the paper's coding parameters.
+fn paper_codes(
+    a: &Array2<f32>,
+    docs: &[novad_models::text::SparseDoc],
+) -> Vec<novad_models::model::Code> {
+    let params = CodingParams::paper();
+    code_batch(
+        &CodingDict::from_dense(a.view(), params.step),
+        docs,
+        &params,
+    )
+}
+
 /// x is the Euclidean projection of v onto the polytope {x ≥ 0, Σx ≤ 1} iff x is in it and
 /// ⟨v − x, y − x⟩ ≤ 0 for every vertex y ∈ {0, e_1, …, e_n}.
 fn check_projection(v: &[f64], x: &[f64]) {
@@ -426,11 +439,7 @@ fn oiadmm_is_bit_identical_whatever_the_number_of_threads_or_who_coded() {
         })
         .collect();
     let params = CodingParams::paper();
-    let codes = code_batch(
-        &CodingDict::from_dense(a.view(), params.step),
-        &docs,
-        &params,
-    );
+    let codes = paper_codes(&a, &docs);
     assert!(codes.iter().filter(|c| !c.atoms.is_empty()).count() > n / 2);
     let p = docs_to_csr(&docs, m);
     let x = codes_to_csc(&codes, k);
@@ -516,12 +525,7 @@ fn the_update_shared_by_row_shards_equals_the_one_worker_step() {
     let docs: Vec<_> = (0..n)
         .map(|j| doc_from_atoms(&mut r, &a, &[j % k, (j * 3) % k], 0.1))
         .collect();
-    let params = CodingParams::paper();
-    let codes = code_batch(
-        &CodingDict::from_dense(a.view(), params.step),
-        &docs,
-        &params,
-    );
+    let codes = paper_codes(&a, &docs);
     let (p, x) = (docs_to_csr(&docs, m), codes_to_csc(&codes, k));
     let mut dense_delta = Array2::<f32>::zeros((m, n));
     for _ in 0..400 {
