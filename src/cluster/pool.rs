@@ -6,7 +6,7 @@
 //! hand from the front, and announces the shards it is about to work out with a claim
 //! ([`Gather::notify`]): several of its hand at once, a shrinking share of what is left of
 //! it ([`chunk`]), so that a hand takes a few claims rather than one per shard. It codes
-//! while it waits for the other workers' parts of the search rounds, instead of waiting
+//! while it waits for the other workers' parts of the search round, instead of waiting
 //! idle. Once its hand is done it takes unclaimed shards from the
 //! back of the hand with the most left, until every shard is claimed as far as it knows, and
 //! only then contributes what it worked out to the round. Workers that run at different
@@ -293,8 +293,8 @@ impl<W: Work> Pool<W> {
 
 /// A step's coding of `job` and, with `query`, its search, on any worker of `gather`: every
 /// shard's outputs (each once, whoever coded it) and, with a query, the nearest remembered
-/// document of each document ([`search_round`]). The worker codes its hand in the waits of
-/// the search rounds and takes shards from the others' hands once its own is done (see the
+/// document of each document ([`search_round`]). The worker codes its hand in the wait of
+/// the search round and takes shards from the others' hands once its own is done (see the
 /// module's documentation).
 pub(super) fn code_and_search(
     gather: &RefCell<Gather>,

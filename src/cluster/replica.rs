@@ -13,15 +13,15 @@ use novad_models::l1::replicate::{
     TermJob,
 };
 use novad_models::l1::Model;
-use novad_models::memory::{DocMemory, MemoryError, Neighbour};
+use novad_models::memory::{DocMemory, Neighbour};
 use novad_models::model::{EngineError, Judge, Judgement, Scored};
 use novad_models::text::{SparseDoc, Vocabulary};
 
 use super::net::Gather;
 use super::pool::{code_and_search, tokenise, PoolFigures};
 use super::protocol::{
-    broken, decode, encode, finds, finish_found, gather_rows, memory_share, query_of, row_deal,
-    rows_message, search_round, sums_message, total_sums, Lead, LeadTerms, Reply,
+    broken, decode, encode, finds, finish_found, gather_rows, query_of, row_deal, rows_message,
+    search_round, sums_message, total_sums, Lead, LeadTerms, Reply,
 };
 use super::sides::{sent_since, waited_since};
 use super::ClusterError;
@@ -245,13 +245,9 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                 model: m,
                 memory: parts,
             } => {
-                let peers = gather.borrow().peers();
+                // the whole memory: every worker searches all of it for its own documents
                 memory = match parts.map(|p| {
-                    let mut mem = DocMemory::from_state_parts(
-                        p.iter().map(|(n, b)| (n.as_str(), b.as_slice())),
-                    )?;
-                    mem.restrict(memory_share(index, peers))?;
-                    Ok::<_, MemoryError>(mem)
+                    DocMemory::from_state_parts(p.iter().map(|(n, b)| (n.as_str(), b.as_slice())))
                 }) {
                     Some(Ok(mem)) => Some(mem),
                     Some(Err(e)) => {

@@ -17,8 +17,8 @@ use novad_models::{Engine, StepOutput};
 use super::net::Gather;
 use super::pool::{code_and_search, tokenise};
 use super::protocol::{
-    encode, finds, finish_found, gather_rows, memory_share, query_of, row_deal, rows_message,
-    search_round, sums_message, total_sums, Lead, LeadTerms,
+    encode, finds, finish_found, gather_rows, query_of, row_deal, rows_message, search_round,
+    sums_message, total_sums, Lead, LeadTerms,
 };
 use crate::ingest::{Batch, Before, Replicas};
 
@@ -83,8 +83,7 @@ impl Leader {
         }
     }
 
-    /// Load `engine`'s model and memory into every replica, and let the leader's memory
-    /// index its share only.
+    /// Load `engine`'s model and memory into every replica (each holds the whole memory).
     fn load(&mut self, engine: &mut Engine) -> Result<(), EngineError> {
         self.abandon_ahead();
         let m = engine.as_l1().ok_or_else(|| {
@@ -98,8 +97,6 @@ impl Leader {
             model: Box::new(m.clone()),
             memory,
         }));
-        let peers = self.gather.borrow().peers();
-        engine.share_memory(memory_share(0, peers))?;
         self.in_sync = true;
         Ok(())
     }
@@ -313,7 +310,7 @@ struct Figures {
     judgement_bytes: u64,
     /// The hybrid detector's search round: the leader's own search and the exchange.
     search_seconds: f64,
-    /// The leader's own search of its share of the memory.
+    /// The leader's own search of the memory for its shards' documents.
     search_own_seconds: f64,
     /// Bytes of the search round sent and received over the network.
     search_bytes: u64,

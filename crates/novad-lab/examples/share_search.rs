@@ -1,14 +1,17 @@
-//! What sharing the document memory out between two workers costs its search. A memory of
-//! `stored` 20NG posts (shuffled with a fixed seed) is searched for the `queries` posts after
-//! them, whole, and as a cluster of two workers searches it: each worker holds the documents
-//! of half of the 64 logical shards, and a query is looked for first in the share of its
-//! batch position's worker without a floor, then in the other share only for matches beating
-//! the first round's (`DocMemory::nearest_above`). Checks that the two rounds give the whole
-//! memory's answer, and prints the time of each (one thread, the best of `reps` runs).
+//! What sharing the document memory out between `workers` workers would cost its search,
+//! against every worker searching the whole memory for its own queries (what the cluster
+//! does). A memory of `stored` 20NG posts (shuffled with a fixed seed) is searched for the
+//! `queries` posts after them, whole, and as `workers` shares would search it: each share
+//! holds the documents of its logical shards (shard s to worker s mod `workers`), and a query
+//! is looked for first in the share of its batch position's worker without a floor, then in
+//! every other share only for matches beating the first round's (`DocMemory::nearest_above`).
+//! Checks that the two rounds give the whole memory's answer, and prints the time of each
+//! (one thread, the best of `reps` runs): their sum against the whole memory's search is the
+//! extra work sharing the memory would add.
 //!
-//!     cargo run --release -p novad-lab --example share_search -- [corpus] [stored] [queries] [reps]
+//!     cargo run --release -p novad-lab --example share_search -- [corpus] [stored] [queries] [reps] [workers]
 //!
-//! Defaults: ../shared/data/20news-bydate.tar.gz, 17000, 1000, 5.
+//! Defaults: ../shared/data/20news-bydate.tar.gz, 17000, 1000, 5, 2.
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -61,6 +64,7 @@ fn main() {
     let stored: usize = a.next().map_or(17_000, |s| s.parse().expect("stored"));
     let queries: usize = a.next().map_or(1_000, |s| s.parse().expect("queries"));
     let reps: usize = a.next().map_or(5, |s| s.parse().expect("reps"));
+    let workers: usize = a.next().map_or(2, |s| s.parse().expect("workers"));
 
     let posts = read_20news(&corpus).expect("read the corpus");
     let mut base = keyed_vectors(&posts);
@@ -76,17 +80,17 @@ fn main() {
         .map(|b| near_copy(b, 0))
         .collect();
     let whole = memory(&docs);
-    let shares: Vec<DocMemory> = (0..2)
+    let shares: Vec<DocMemory> = (0..workers)
         .map(|w| {
             let mut m = whole.clone();
-            let mine: Vec<usize> = (0..LOGICAL_SHARDS).filter(|s| s % 2 == w).collect();
+            let mine: Vec<usize> = (0..LOGICAL_SHARDS).filter(|s| s % workers == w).collect();
             m.restrict(Share::of(&mine, false))
                 .expect("a narrower share");
             m
         })
         .collect();
     // the worker that looks first: the one holding the query's batch position's shard
-    let first = |j: usize| shard_of(j) % 2;
+    let first = |j: usize| shard_of(j) % workers;
 
     let (t_whole, want) = best_of(reps, || {
         qs.iter().map(|q| whole.nearest(q)).collect::<Vec<_>>()
@@ -101,18 +105,24 @@ fn main() {
         qs.iter()
             .enumerate()
             .map(|(j, q)| {
-                let other = &shares[1 - first(j)];
-                match own[j] {
-                    Some(n) => other.nearest_above(q, n.floor()),
-                    None => other.nearest(q),
-                }
+                let others = (0..workers).filter(|&w| w != first(j));
+                others.fold(None, |best, w| {
+                    let found = match own[j] {
+                        Some(n) => shares[w].nearest_above(q, n.floor()),
+                        None => shares[w].nearest(q),
+                    };
+                    better_neighbour(best, found)
+                })
             })
             .collect::<Vec<_>>()
     });
     let (t_blind, _) = best_of(reps, || {
         qs.iter()
             .enumerate()
-            .map(|(j, q)| shares[1 - first(j)].nearest(q))
+            .map(|(j, q)| {
+                let others = (0..workers).filter(|&w| w != first(j));
+                others.map(|w| shares[w].nearest(q)).count()
+            })
             .collect::<Vec<_>>()
     });
     for j in 0..queries {
@@ -133,7 +143,7 @@ fn main() {
         t_one / t_whole
     );
     println!(
-        "round 2, other share, round 1's floor: {:7.1} ms ({:.2}; without the floor {:.1} ms)",
+        "round 2, other shares, round 1's floor:{:7.1} ms ({:.2}; without the floor {:.1} ms)",
         t_two * 1e3,
         t_two / t_whole,
         t_blind * 1e3

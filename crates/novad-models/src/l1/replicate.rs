@@ -326,8 +326,9 @@ pub trait Replication {
     /// (whose [`crate::memory::DocMemory::mark`] is `memory` and which indexes the logical
     /// shards of the mask `shards`) for the documents at the given batch positions, each
     /// only for matches beating its floor when it has one. [`Local`] needs the whole memory;
-    /// a cluster combines the searches of its workers' disjoint shares of memories with the
-    /// same mark ([`crate::memory::better_neighbour`]).
+    /// so does the daemon's cluster, whose workers each search their own documents in a
+    /// replica of the whole memory with the same mark (replicas holding disjoint shares of
+    /// it could combine their matches with [`crate::memory::better_neighbour`]).
     fn nearest(
         &mut self,
         n: usize,
