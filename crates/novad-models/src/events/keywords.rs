@@ -12,19 +12,23 @@ use crate::text::{SparseDoc, Vocabulary};
 /// document frequencies minus the batch's own.
 pub struct Past<'a> {
     vocab: &'a Vocabulary,
-    batch_df: HashMap<u32, u64>,
+    /// The batch's document frequency of each term id of `vocab` (a dense table: every
+    /// document's every term is looked up, several times).
+    batch_df: Vec<u32>,
     docs: u64,
 }
 
 impl<'a> Past<'a> {
     /// The past of the batch `vectors` (ids in `vocab`, which has observed them).
     pub fn new(vocab: &'a Vocabulary, vectors: &[SparseDoc]) -> Past<'a> {
-        let mut batch_df: HashMap<u32, u64> = HashMap::new();
+        let mut batch_df = vec![0u32; vocab.len()];
         let mut counted = 0u64;
         for v in vectors.iter().filter(|v| !v.is_empty()) {
             counted += 1;
             for &id in &v.ids {
-                *batch_df.entry(id).or_default() += 1;
+                if let Some(c) = batch_df.get_mut(id as usize) {
+                    *c += 1;
+                }
             }
         }
         Past {
@@ -41,8 +45,8 @@ impl<'a> Past<'a> {
 
     /// Documents before the batch that contain term `id`.
     pub fn df(&self, id: u32) -> u64 {
-        let here = self.batch_df.get(&id).copied().unwrap_or(0);
-        self.vocab.df(id).saturating_sub(here)
+        let here = self.batch_df.get(id as usize).copied().unwrap_or(0);
+        self.vocab.df(id).saturating_sub(u64::from(here))
     }
 
     /// ln(N / (1 + df)) of term `id`, ≥ 0 (0 without a past).
