@@ -20,11 +20,15 @@
 //! timestep come from the leader's log (`timestep committed`, `cluster step`; with the
 //! backlog also each process's wait in the rounds for the others, `wait_seconds`), and each
 //! process's CPU seconds per timestep from /proc (on a shared machine the wall times suffer
-//! from other work; the leader's CPU seconds are what a dedicated 1-core machine would take),
-//! and each process's resident memory after the last timestep. Last, the ceiling of any
-//! scale-out on the machine: two independent single-process daemons, one per core, each given
-//! the whole stream, so that they share nothing but the machine (caches, memory bandwidth);
-//! the cluster's backlog ratio is also given as a share of theirs. With `NOVAD_BENCH_LOGS=DIR` the
+//! from other work), and each process's resident memory after the last timestep. CPU seconds
+//! are not free of the sharing either: a process whose core and caches other processes share
+//! may take more of them for the same work. So each run of P > 1 processes is followed by P
+//! independent single-process daemons, pinned as the P processes are and each given the
+//! whole stream: their CPU seconds per backlog timestep are one process's cost on the machine
+//! shared alike, and the busiest process's CPU is also given against that. The run of 2 is
+//! the ceiling of any scale-out on the machine (two daemons, one per core, sharing nothing but
+//! the machine: caches, memory bandwidth); the cluster's backlog ratio is also given as a
+//! share of theirs. With `NOVAD_BENCH_LOGS=DIR` the
 //! daemon log of each run is kept as `DIR/P.log` for P processes (every step's figures, the
 //! replicas' included; the last run's when there are several).
 #[path = "../tests/common/daemon.rs"]
@@ -97,6 +101,10 @@ struct Run {
     sustained_wait: (f64, f64),
     /// Bytes every process together sent to the others per backlog timestep (`sent_bytes`).
     sustained_sent: f64,
+    /// Run right after, with as many independent single-process daemons as processes
+    /// ([`ceiling`], none for one process): their seconds per backlog timestep and each
+    /// one's CPU seconds.
+    alone: Option<(f64, f64)>,
     /// CPU seconds per timestep of the leader process and of each other process.
     leader_cpu: f64,
     replica_cpu: f64,
@@ -339,6 +347,7 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str], verbose: b
         sustained_cpu,
         sustained_wait,
         sustained_sent,
+        alone: None,
         leader_cpu: mean(&cpu[0]),
         replica_cpu: mean(&others),
         leader_rss: rss[0],
@@ -362,12 +371,15 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str], verbose: b
     }
 }
 
-/// The ceiling of any scale-out on this machine: `pair` independent single-process daemons,
-/// each pinned to its own cores and given the whole stream (the bootstrap, the batches one at
-/// a time, then the backlog), so they share nothing but the machine (caches, memory
-/// bandwidth). Returns the seconds per timestep of the backlog, from the first rename to the
-/// last move of every daemon's files: the pair steps `pair` timesteps in that time.
-fn ceiling(pair: usize, batches: usize, cores: usize, args: &[&str]) -> f64 {
+/// What one process costs on this machine when it is shared as a cluster of `pair` processes
+/// shares it, and the ceiling of any scale-out: `pair` independent single-process daemons,
+/// pinned as the cluster's processes are (`spawn`: process j from core j × `cores` on, so
+/// more processes than cores share cores) and each given the whole stream (the bootstrap, the
+/// batches one at a time, then the backlog), so they share nothing but the machine (cores,
+/// caches, memory bandwidth). Returns the seconds per timestep of the backlog, from the first
+/// rename to the last move of every daemon's files (the daemons step `pair` timesteps in
+/// that time), and the mean over the daemons of their CPU seconds per backlog timestep.
+fn ceiling(pair: usize, batches: usize, cores: usize, args: &[&str]) -> (f64, f64) {
     let dirs: Vec<Dirs> = (0..pair).map(|_| Dirs::new()).collect();
     let mut children: Vec<Child> = dirs
         .iter()
@@ -407,14 +419,21 @@ fn ceiling(pair: usize, batches: usize, cores: usize, args: &[&str]) -> f64 {
     for d in &dirs {
         stage(d, &backlog);
     }
+    let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
+    let before: Vec<f64> = pids.iter().map(|&p| cpu_seconds(p)).collect();
     let t = Instant::now();
     for d in &dirs {
         release(d, &backlog);
     }
     wait_all(&names, t);
     let sustained = t.elapsed().as_secs_f64() / batches as f64;
+    let cpu: Vec<f64> = pids
+        .iter()
+        .zip(&before)
+        .map(|(&p, b)| (cpu_seconds(p) - b) / batches as f64)
+        .collect();
     stop(&mut children);
-    sustained
+    (sustained, mean(&cpu))
 }
 
 /// The process counts to run: 1, 2, 4, … below `max`, then `max`.
@@ -448,6 +467,11 @@ struct Backlog {
     leader_cpu: f64,
     leader_wait: f64,
     sent: f64,
+    /// One process's CPU seconds per backlog timestep on the machine shared as these
+    /// processes share it, and the seconds per timestep of as many independent daemons
+    /// ([`Run::alone`]; NaN for one process).
+    alone_cpu: f64,
+    alone_seconds: f64,
 }
 
 impl Backlog {
@@ -460,6 +484,8 @@ impl Backlog {
             leader_cpu: each(&|r| r.sustained_cpu[0]),
             leader_wait: each(&|r| r.sustained_wait.0),
             sent: each(&|r| r.sustained_sent),
+            alone_cpu: each(&|r| r.alone.map_or(f64::NAN, |a| a.1)),
+            alone_seconds: each(&|r| r.alone.map_or(f64::NAN, |a| a.0)),
         }
     }
     fn mean_seconds(&self) -> f64 {
@@ -483,7 +509,11 @@ fn main() {
         .iter()
         .map(|&p| {
             (0..repeats)
-                .map(|i| run(p, batches, cores, &args, i == 0))
+                .map(|i| {
+                    let mut r = run(p, batches, cores, &args, i == 0);
+                    r.alone = (p > 1).then(|| ceiling(p, batches, cores, &args));
+                    r
+                })
                 .collect()
         })
         .collect();
@@ -590,6 +620,13 @@ fn main() {
             b.processes,
             b.sent / 1024.0
         );
+        println!(
+            "one process on the machine shared as {p} processes share it ({p} independent daemons, pinned alike): {:.3} CPU s per timestep ({:.2}× alone); busiest process CPU per timestep against it: {:.2}×",
+            b.alone_cpu,
+            b.alone_cpu / one.busiest_cpu,
+            b.alone_cpu / b.busiest_cpu,
+            p = b.processes,
+        );
     }
     // Cost model: the busiest process's CPU per timestep T(P) = S + W / P, fitted by least
     // squares to the process counts run; S is the part no added process takes off it.
@@ -611,10 +648,10 @@ fn main() {
         }
     }
     // What two processes can reach at best on this machine: two independent daemons, one
-    // per core, each with the whole stream.
+    // per core, each with the whole stream (run after each run of the cluster of two).
     if let Some(two) = backlogs.iter().find(|b| b.processes == 2) {
-        let pair = ceiling(2, batches, cores, &args);
-        let best = 2.0 * runs[0].sustained / pair;
+        let pair = two.alone_seconds;
+        let best = 2.0 * one.mean_seconds() / pair;
         println!(
             "ceiling: 2 independent single-process daemons, one per core, with the same backlog each: {pair:.3}s per timestep each, {:.0} posts/s together, {best:.2}× one process; the cluster of 2 reaches {:.0}% of it",
             2000.0 / pair,
