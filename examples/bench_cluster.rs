@@ -6,9 +6,11 @@
 //!
 //! Defaults: 5 measured batches of 1,000 posts, k = 200, `--detector model` (the model's own
 //! score: the coding-dominated detector; `hybrid` for the default detector), `cores` = 1,
-//! `processes` = 2 (runs 1, 2, 4, … processes up to it), `runs` = 1 (each process count is run
-//! this many times; the backlog figures are their means). More processes than cores share
-//! the cores: their CPU seconds from /proc stand for what dedicated machines would take.
+//! `processes` = 2 (runs 1, 2, 4, … processes up to it; a list with commas, `4,` or `1,4`, runs
+//! exactly those counts, and compares them with one process only when the list starts with
+//! 1), `runs` = 1 (each process count is run this many times; the backlog figures are their
+//! means). More processes than cores share the cores: their CPU seconds from /proc stand
+//! for what dedicated machines would take.
 //! Every process gets `cores` rayon threads and is pinned (taskset) to its own cores, so
 //! P processes stand for P machines of `cores` cores each (on a 2-core machine: 1 core each).
 //! Each run bootstraps on 2,000 posts (not measured), then drops the batches one at a time
@@ -62,6 +64,17 @@ fn cpu_seconds(pid: u32) -> f64 {
     // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / ticks
+}
+
+/// Whether process `pid` runs (it exists and is not a zombie).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|r| r.1.trim_start().starts_with('Z'))
+        })
+        == Some(false)
 }
 
 /// Resident memory of a process now (VmRSS), MiB.
@@ -231,9 +244,8 @@ fn spawn(d: &Dirs, hosts: &Path, i: usize, slot: usize, cores: usize, args: &[&s
 fn run(processes: usize, batches: usize, cores: usize, args: &[&str], verbose: bool) -> Run {
     let d = Dirs::new();
     let mut text = String::new();
-    for _ in 0..processes {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        text.push_str(&format!("{}\n", l.local_addr().unwrap()));
+    for port in free_ports(processes) {
+        text.push_str(&format!("127.0.0.1:{port}\n"));
     }
     let hosts = d.tmp.path().join("hosts");
     std::fs::write(&hosts, text).unwrap();
@@ -252,6 +264,10 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str], verbose: b
         let target = d.processed().join(name);
         while !target.exists() {
             std::thread::sleep(Duration::from_millis(2));
+            assert!(
+                pids.iter().all(|&p| running(p)),
+                "a daemon ended before {name} was processed"
+            );
             assert!(t.elapsed() < Duration::from_secs(900), "timeout on {name}");
         }
         let wall = t.elapsed().as_secs_f64();
@@ -278,6 +294,10 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str], verbose: b
     for (name, _) in &backlog {
         while !d.processed().join(name).exists() {
             std::thread::sleep(Duration::from_millis(2));
+            assert!(
+                pids.iter().all(|&p| running(p)),
+                "a daemon ended before {name} was processed"
+            );
             assert!(t.elapsed() < Duration::from_secs(900), "timeout on {name}");
         }
     }
@@ -381,23 +401,28 @@ fn run(processes: usize, batches: usize, cores: usize, args: &[&str], verbose: b
 /// that time), and the mean over the daemons of their CPU seconds per backlog timestep.
 fn ceiling(pair: usize, batches: usize, cores: usize, args: &[&str]) -> (f64, f64) {
     let dirs: Vec<Dirs> = (0..pair).map(|_| Dirs::new()).collect();
+    let ports = free_ports(pair);
     let mut children: Vec<Child> = dirs
         .iter()
         .enumerate()
         .map(|(j, d)| {
-            let l = TcpListener::bind("127.0.0.1:0").unwrap();
             let hosts = d.tmp.path().join("hosts");
-            std::fs::write(&hosts, format!("{}\n", l.local_addr().unwrap())).unwrap();
+            std::fs::write(&hosts, format!("127.0.0.1:{}\n", ports[j])).unwrap();
             let key = hosts.with_file_name("cluster.key");
             novad_ok(&["cluster-key", key.to_str().expect("a UTF-8 path")]);
             spawn(d, &hosts, 0, j, cores, args)
         })
         .collect();
+    let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
     let wait_all = |names: &[String], t: Instant| {
-        for d in &dirs {
+        for (d, &pid) in dirs.iter().zip(&pids) {
             for name in names {
                 while !d.processed().join(name).exists() {
                     std::thread::sleep(Duration::from_millis(2));
+                    assert!(
+                        running(pid),
+                        "daemon {pid} ended before {name} was processed"
+                    );
                     assert!(t.elapsed() < Duration::from_secs(900), "timeout on {name}");
                 }
             }
@@ -419,7 +444,6 @@ fn ceiling(pair: usize, batches: usize, cores: usize, args: &[&str]) -> (f64, f6
     for d in &dirs {
         stage(d, &backlog);
     }
-    let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
     let before: Vec<f64> = pids.iter().map(|&p| cpu_seconds(p)).collect();
     let t = Instant::now();
     for d in &dirs {
@@ -436,12 +460,35 @@ fn ceiling(pair: usize, batches: usize, cores: usize, args: &[&str]) -> (f64, f6
     (sustained, mean(&cpu))
 }
 
-/// The process counts to run: 1, 2, 4, … below `max`, then `max`.
-fn process_counts(max: usize) -> Vec<usize> {
+/// `n` distinct free ports on 127.0.0.1 (all bound at once, then released for the daemons,
+/// so that no two daemons are given the same port).
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+/// The process counts to run: for `N`, 1, 2, 4, … below N, then N; for a list with commas
+/// (`4,` or `1,4`), exactly those, in order.
+fn process_counts(arg: &str) -> Vec<usize> {
+    let parse = |v: &str| -> usize { v.trim().parse().expect("a number of processes") };
+    if arg.contains(',') {
+        let list: Vec<usize> = arg
+            .split(',')
+            .filter(|v| !v.trim().is_empty())
+            .map(parse)
+            .collect();
+        assert!(list.iter().all(|&p| p > 0), "at least one process");
+        return list;
+    }
+    let max = parse(arg).max(1);
     let mut counts: Vec<usize> = std::iter::successors(Some(1usize), |p| Some(p * 2))
         .take_while(|&p| p < max)
         .collect();
-    counts.push(max.max(1));
+    counts.push(max);
     counts.dedup();
     counts
 }
@@ -499,13 +546,13 @@ fn main() {
     let k: String = a.next().unwrap_or_else(|| "200".into());
     let detector: String = a.next().unwrap_or_else(|| "model".into());
     let cores: usize = a.next().map_or(1, |s| s.parse().unwrap());
-    let most: usize = a.next().map_or(2, |s| s.parse().unwrap());
+    let counts = process_counts(&a.next().unwrap_or_else(|| "2".into()));
     let repeats: usize = a.next().map_or(1, |s| s.parse::<usize>().unwrap().max(1));
     let args = ["--k", &k, "--detector", &detector];
     println!(
         "20NG, k = {k}, detector {detector}, 1,000-document batches ({batches} measured after a 2,000-document bootstrap), {repeats} run(s) per process count"
     );
-    let all: Vec<Vec<Run>> = process_counts(most)
+    let all: Vec<Vec<Run>> = counts
         .iter()
         .map(|&p| {
             (0..repeats)
@@ -585,6 +632,26 @@ fn main() {
     }
     let backlogs: Vec<Backlog> = all.iter().map(|r| Backlog::of(r)).collect();
     let one = &backlogs[0];
+    if one.processes != 1 {
+        // no one-process run to compare with: each count's own figures only
+        for b in &backlogs {
+            let cpu: Vec<String> = all
+                .iter()
+                .flatten()
+                .filter(|r| r.processes == b.processes)
+                .map(|r| format!("{:.3}", r.sustained_cpu.iter().copied().fold(0.0, f64::max)))
+                .collect();
+            println!(
+                "{} processes, backlog: {:.3} s per timestep, busiest process CPU per timestep {:.3} s (runs: {}); one process on the machine shared alike: {:.3} CPU s per timestep",
+                b.processes,
+                b.mean_seconds(),
+                b.busiest_cpu,
+                cpu.join(" "),
+                b.alone_cpu
+            );
+        }
+        return;
+    }
     println!(
         "\nbacklog of batch files ({repeats} run(s) each; seconds per timestep of every run):"
     );
