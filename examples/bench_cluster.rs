@@ -147,6 +147,13 @@ struct Run {
     topics_bytes: f64,
 }
 
+impl Run {
+    /// The CPU seconds per backlog timestep of its busiest process.
+    fn busiest_cpu(&self) -> f64 {
+        self.sustained_cpu.iter().copied().fold(0.0, f64::max)
+    }
+}
+
 /// The bootstrap batch every run starts with (not measured).
 fn bootstrap_batch() -> (String, String) {
     let body = jsonl_batch(0, 2000, "2026-01-01", "boot");
@@ -527,7 +534,7 @@ impl Backlog {
         Backlog {
             processes: runs[0].processes,
             seconds: runs.iter().map(|r| r.sustained).collect(),
-            busiest_cpu: each(&|r| r.sustained_cpu.iter().copied().fold(0.0, f64::max)),
+            busiest_cpu: each(&Run::busiest_cpu),
             leader_cpu: each(&|r| r.sustained_cpu[0]),
             leader_wait: each(&|r| r.sustained_wait.0),
             sent: each(&|r| r.sustained_sent),
@@ -639,7 +646,7 @@ fn main() {
                 .iter()
                 .flatten()
                 .filter(|r| r.processes == b.processes)
-                .map(|r| format!("{:.3}", r.sustained_cpu.iter().copied().fold(0.0, f64::max)))
+                .map(|r| format!("{:.3}", r.busiest_cpu()))
                 .collect();
             println!(
                 "{} processes, backlog: {:.3} s per timestep, busiest process CPU per timestep {:.3} s (runs: {}); one process on the machine shared alike: {:.3} CPU s per timestep",

@@ -121,7 +121,7 @@ fn main() {
             .enumerate()
             .map(|(j, q)| {
                 let others = (0..workers).filter(|&w| w != first(j));
-                others.map(|w| shares[w].nearest(q)).count()
+                others.fold(None, |best, w| better_neighbour(best, shares[w].nearest(q)))
             })
             .collect::<Vec<_>>()
     });
