@@ -28,7 +28,11 @@
 //! thread, which applies and flushes it while the leader waits for its peers, and, with a
 //! backlog, reads and validates the next file ([`crate::ingest::Replicas::step`]). That
 //! file's batch goes out with the step's dictionary update, so that the replicas tokenise it
-//! while the leader finishes the step. A batch sent ahead that the daemon does not step next
+//! while the leader finishes the step; the leader's part of that batch's terms round then
+//! goes out empty before its other work, so the replicas tokenise all of it and go on to the
+//! coding, taking the leader's hand there too until it joins. Where the work is dealt out
+//! without stealing (the search's documents, the update's rows), the leader's hand is
+//! lighter by what its other work is worth. A batch sent ahead that the daemon does not step next
 //! (the file is a duplicate, or changed) is abandoned: the leader's next round is an abort,
 //! which ends that step on every replica. A batch file is moved to `processed/` only once
 //! its last timestep is durable.

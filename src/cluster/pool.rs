@@ -371,6 +371,59 @@ pub(super) fn tokenise(
     Ok((outs, pool.figures))
 }
 
+/// Begin the leader's part of a step's terms round before the step, empty, for a batch the
+/// replicas tokenise already (it went out at the end of the step before): the leader writes
+/// the last timestep and reads the next file meanwhile, and leaves every shard of the batch to
+/// the replicas, which take its hand as they take any shard nobody claimed. So their terms
+/// round completes without waiting for the leader's other work, and they go on to the coding,
+/// where they take the leader's hand too until it joins. `vocab` is the mark of the leader's
+/// vocabulary before the step ([`vocab_mark`]); [`tokenised_aside`] finishes the round.
+pub(super) fn begin_terms_aside(gather: &RefCell<Gather>, vocab: [u64; 2]) {
+    gather
+        .borrow_mut()
+        .begin(terms_message(0, 0, vocab, Vec::new()));
+}
+
+/// The terms round the leader began with [`begin_terms_aside`] (the newest open round),
+/// finished: every shard's resolved terms, from the replicas. Fails when the round went out
+/// for another vocabulary than `job`'s, or when the replicas' terms miss a shard.
+pub(super) fn tokenised_aside(
+    gather: &RefCell<Gather>,
+    job: &TermJob<'_>,
+    vocab: [u64; 2],
+) -> Result<(Vec<ShardTerms>, PoolFigures), EngineError> {
+    if vocab != vocab_mark(job) {
+        return Err(broken(format!(
+            "the leader's terms round went out for a vocabulary marked {vocab:?}, the step's is \
+             marked {:?}",
+            vocab_mark(job)
+        )));
+    }
+    let bytes0 = gather.borrow().traffic();
+    let t0 = Instant::now();
+    let round = {
+        let mut g = gather.borrow_mut();
+        while g.open() > 1 {
+            g.finish();
+        }
+        g.finish()
+    };
+    let figures = PoolFigures {
+        exchange_seconds: t0.elapsed().as_secs_f64(),
+        outputs_bytes: gather.borrow().traffic() - bytes0,
+        ..Default::default()
+    };
+    let (lead, replies) = decode(&round)?;
+    let outs = merge::<Terms>(gather_terms(lead, replies, job.timestep)?)?;
+    if outs.len() != LOGICAL_SHARDS {
+        return Err(broken(format!(
+            "the replicas resolved {} of the batch's {LOGICAL_SHARDS} logical shards",
+            outs.len()
+        )));
+    }
+    Ok((outs, figures))
+}
+
 /// The outputs of a round of pooled work with every shard once: by shard, the first of those
 /// two workers computed alike. Fails when two workers' outputs of a shard differ (they are a
 /// function of the step and the shard only, so the workers' replicas of the step differ).
@@ -546,6 +599,78 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A leader busy with other work begins its terms round empty: the replicas resolve every
+    /// shard between them and complete the round without waiting for it, and every worker
+    /// gets the batch's terms as resolving them all in one place gives. A leader whose
+    /// vocabulary is not the one the round went out for is refused.
+    #[test]
+    fn replicas_tokenise_the_whole_batch_while_the_leader_is_busy() {
+        use novad_models::text::{Tokenizer, Vocabulary};
+        use std::sync::Arc;
+        let texts: Arc<Vec<String>> = Arc::new(
+            (0..300)
+                .map(|j| format!("post {j} about w{} and w{} with w{}", j % 7, j % 13, j % 31))
+                .collect(),
+        );
+        let run = |texts: &[String], f: &mut dyn FnMut(&TermJob<'_>)| {
+            let tokenizer = Tokenizer::new(2, 20, false, &[]);
+            let mut vocab = Vocabulary::new(1000);
+            vocab.observe(&[vec!["w1".into(), "post".into()]], 0);
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            f(&TermJob {
+                timestep: 4,
+                texts: &refs,
+                tokenizer: &tokenizer,
+                vocab: &vocab,
+            })
+        };
+        let mut want = Vec::new();
+        run(&texts, &mut |job| {
+            want = job.run(&(0..LOGICAL_SHARDS).collect::<Vec<_>>())
+        });
+        let shared = Arc::clone(&texts);
+        let guards = timely::execute(timely::Config::process(3), move |worker| {
+            let g = RefCell::new(Gather::new(worker, 3));
+            let mut got = None;
+            run(&shared, &mut |job| {
+                let mark = vocab_mark(job);
+                got = Some(if g.borrow().index() == 0 {
+                    begin_terms_aside(&g, mark);
+                    // the leader's other work: it takes no part until the round is complete
+                    let t0 = Instant::now();
+                    while !g.borrow_mut().ready() {
+                        assert!(
+                            t0.elapsed().as_secs() < 30,
+                            "the replicas wait for the leader"
+                        );
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    let stale = [mark[0] + 1, mark[1]];
+                    let e = tokenised_aside(&g, job, stale).unwrap_err().to_string();
+                    assert!(e.contains("terms round went out"), "{e}");
+                    tokenised_aside(&g, job, mark).unwrap()
+                } else {
+                    tokenise(&g, job, LeadTerms::Little).unwrap()
+                });
+            });
+            let (outs, f) = got.unwrap();
+            let index = g.borrow().index();
+            (index, outs, f.shards)
+        })
+        .unwrap();
+        let mut resolved = 0;
+        for r in guards.join() {
+            let (index, outs, shards) = r.unwrap();
+            assert_eq!(outs, want, "worker {index}");
+            if index == 0 {
+                assert_eq!(shards, 0, "the leader resolved shards");
+            } else {
+                resolved += shards;
+            }
+        }
+        assert!(resolved >= LOGICAL_SHARDS, "{resolved}");
     }
 
     #[test]

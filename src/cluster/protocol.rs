@@ -194,10 +194,32 @@ pub(super) fn decode(round: &[Vec<u8>]) -> Result<(Lead, Vec<Reply>), EngineErro
     Ok((lead, replies))
 }
 
-/// The logical shards of worker `index` of `peers` (shard s on worker s mod workers): it
-/// searches the memory for their batch documents.
+/// The logical shards dealt out to `peers` workers by `costs` ([`deal_after`]) when the
+/// leader (worker 0) has other work worth `lead_halves` halves of one worker's share (the
+/// total cost over the workers) to do besides: so that every worker's total comes out even,
+/// the leader's hand is that much lighter. A leader alone takes every shard.
+fn deal_lead(costs: &[u64; LOGICAL_SHARDS], peers: usize, lead_halves: u64) -> Vec<Vec<usize>> {
+    let mut before = vec![0u64; peers.max(1)];
+    if peers > 1 {
+        let share = costs.iter().sum::<u64>() / peers as u64;
+        before[0] = share.saturating_mul(lead_halves) / 2;
+    }
+    deal_after(costs, &before)
+}
+
+/// The logical shards of worker `index` of `peers`: it searches the memory for their batch
+/// documents. The leader's other work in a step (the last timestep's commit, the next file,
+/// the judgement) counts as half a worker's share of the search ([`deal_lead`], one unit of
+/// cost per shard), so it searches for fewer documents than a replica; the same hands on
+/// every worker. (The coding, with which the search shares its rounds, is work-stolen: a
+/// worker with less to search codes more, see [`super::pool`].)
 pub(super) fn my_shards(index: usize, peers: usize) -> Vec<usize> {
-    (0..LOGICAL_SHARDS).filter(|s| s % peers == index).collect()
+    let mut hands = deal_lead(&[1; LOGICAL_SHARDS], peers, 1);
+    if index < hands.len() {
+        hands.swap_remove(index)
+    } else {
+        Vec::new()
+    }
 }
 
 /// Every worker's hand of logical shards to code in the step of `job` (of `peers` workers):
@@ -211,9 +233,11 @@ pub(super) fn coding_deal(job: &CodingJob<'_>, peers: usize) -> Vec<Vec<usize>> 
 
 /// Every worker's hand of the logical shards of Â's rows whose gradient rows it computes in
 /// the update of `job` (of `peers` workers), dealt out by their predicted cost
-/// ([`UpdateJob::shard_costs`], [`deal`]): the same hands on every worker.
+/// ([`UpdateJob::shard_costs`], [`deal_lead`]): the leader's other work in a step (the last
+/// timestep's commit, the next file, the judgement, the events) counts as one worker's share,
+/// so it computes fewer rows than a replica. The same hands on every worker.
 pub(super) fn row_deal(job: &UpdateJob<'_>, peers: usize) -> Vec<Vec<usize>> {
-    deal(&job.shard_costs(), peers)
+    deal_lead(&job.shard_costs(), peers, 2)
 }
 
 /// What worker `index` contributes to a round of the update's column sums of the step at
@@ -297,7 +321,7 @@ pub(super) fn shards_message(index: usize, timestep: u64, outs: Vec<ShardOutput>
 }
 
 /// Every worker's logical shards to tokenise of a batch whose shards' texts have these bytes
-/// ([`TermJob::shard_costs`]), dealt out evenly ([`deal_after`]) but for the leader's other work
+/// ([`TermJob::shard_costs`]), dealt out evenly ([`deal_lead`]) but for the leader's other work
 /// meanwhile (see [`crate::ingest::Replicas::step`]), which counts as `lead`: with
 /// [`LeadTerms::Less`] it takes a quarter of the batch with one replica, with
 /// [`LeadTerms::Little`] an eighth. Work stealing evens out the rest ([`super::pool`]).
@@ -306,16 +330,12 @@ pub(super) fn term_deal(
     peers: usize,
     lead: LeadTerms,
 ) -> Vec<Vec<usize>> {
-    let mut before = vec![0u64; peers.max(1)];
-    if peers > 1 {
-        let share = costs.iter().sum::<u64>() / peers as u64;
-        before[0] = match lead {
-            LeadTerms::Share => 0,
-            LeadTerms::Less => share,
-            LeadTerms::Little => share.saturating_mul(3) / 2,
-        };
-    }
-    deal_after(costs, &before)
+    let halves = match lead {
+        LeadTerms::Share => 0,
+        LeadTerms::Less => 2,
+        LeadTerms::Little => 3,
+    };
+    deal_lead(costs, peers, halves)
 }
 
 /// Every worker's parts of a round of per-shard parts (`what`, for errors), the leader's
@@ -761,7 +781,8 @@ mod tests {
                 assert_eq!(got, m.nearest_batch(&qs), "{peers} workers, {n} documents");
             }
         }
-        // every position is asked by exactly one worker
+        // every position is asked by exactly one worker; the leader, with other work, asks
+        // for fewer than any replica
         for peers in 1..=5 {
             let mut seen = vec![0; 130];
             for i in 0..peers {
@@ -770,7 +791,48 @@ mod tests {
                 }
             }
             assert!(seen.iter().all(|&c| c == 1), "{peers}: {seen:?}");
+            let lead = my_shards(0, peers).len();
+            for i in 1..peers {
+                assert!(lead < my_shards(i, peers).len(), "{peers}: worker {i}");
+            }
         }
+        assert!(my_shards(5, 5).is_empty());
+    }
+
+    /// Dealt with other work worth h halves of a share, the leader's hand and that work come
+    /// out even with a replica's hand (within the largest shard), every shard dealt once.
+    #[test]
+    fn a_leader_with_other_work_gets_a_lighter_hand() {
+        // uneven costs: shard s costs 50 + s
+        let costs: [u64; LOGICAL_SHARDS] = std::array::from_fn(|s| 50 + s as u64);
+        let total: u64 = costs.iter().sum();
+        for peers in 2..=6 {
+            for halves in 0..=3 {
+                let hands = deal_lead(&costs, peers, halves);
+                let mut all: Vec<usize> = hands.concat();
+                all.sort_unstable();
+                assert_eq!(all, (0..LOGICAL_SHARDS).collect::<Vec<_>>());
+                let load = |w: usize| hands[w].iter().map(|&s| costs[s]).sum::<u64>();
+                let before = total / peers as u64 * halves / 2;
+                let biggest = *costs.iter().max().unwrap();
+                for w in 1..peers {
+                    let (lead, other) = (before + load(0), load(w));
+                    // a leader whose other work outweighs a share gets nothing at all
+                    if load(0) > 0 {
+                        assert!(lead.abs_diff(other) <= biggest, "{peers} {halves}: {w}");
+                    } else {
+                        assert!(other <= lead + biggest, "{peers} {halves}: {w}");
+                    }
+                }
+                if halves > 0 {
+                    assert!(load(0) < load(1), "{peers} {halves}");
+                }
+            }
+        }
+        assert_eq!(
+            deal_lead(&costs, 1, 3),
+            vec![(0..LOGICAL_SHARDS).collect::<Vec<_>>()]
+        );
     }
 
     /// The leader's part of the tokenising shrinks with its other work: with one replica and

@@ -15,7 +15,7 @@ use novad_models::model::{EngineError, Judgement};
 use novad_models::{Engine, StepOutput};
 
 use super::net::Gather;
-use super::pool::{code_and_search, tokenise};
+use super::pool::{begin_terms_aside, code_and_search, tokenise, tokenised_aside};
 use super::protocol::{
     encode, finds, finish_found, gather_rows, query_of, row_deal, rows_message, search_round,
     sums_message, total_sums, Lead, LeadTerms,
@@ -140,7 +140,14 @@ impl Leader {
             });
             (lead_terms, docs.seconds, docs.bytes)
         };
-        // the replicas tokenise meanwhile
+        // the replicas tokenise meanwhile; when they have the batch already and the leader has
+        // other work, they tokenise all of it and go on to the coding without waiting for it
+        let terms_aside = (sent_ahead && before.is_some() && self.gather.borrow().peers() > 1)
+            .then(|| {
+                let mark = [engine.vocab().len() as u64, engine.vocab().docs_seen()];
+                begin_terms_aside(&self.gather, mark);
+                mark
+            });
         let t_before = Instant::now();
         let next = before.take().and_then(|f| f(engine));
         let before_seconds = t_before.elapsed().as_secs_f64();
@@ -151,6 +158,7 @@ impl Leader {
             lead_terms,
             next,
             ahead: None,
+            terms_aside,
             ahead_due: false,
             figures: Figures::default(),
         };
@@ -343,6 +351,9 @@ struct LeaderSide {
     next: Option<Batch>,
     /// That step, once sent.
     ahead: Option<Ahead>,
+    /// The leader's part of the step's terms round went out before the step, empty, with this
+    /// vocabulary mark ([`begin_terms_aside`]).
+    terms_aside: Option<[u64; 2]>,
     /// The update is over: the next batch goes out after the step's last round is begun.
     ahead_due: bool,
     figures: Figures,
@@ -411,7 +422,10 @@ impl LeaderSide {
 
 impl Replication for LeaderSide {
     fn terms(&mut self, job: &TermJob<'_>) -> Result<Vec<ShardTerms>, EngineError> {
-        let (outs, pool) = tokenise(&self.gather, job, self.lead_terms)?;
+        let (outs, pool) = match self.terms_aside.take() {
+            Some(mark) => tokenised_aside(&self.gather, job, mark)?,
+            None => tokenise(&self.gather, job, self.lead_terms)?,
+        };
         let f = &mut self.figures;
         f.terms_seconds = pool.work_seconds;
         f.terms_exchange_seconds = pool.exchange_seconds;
