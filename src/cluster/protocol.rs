@@ -194,27 +194,36 @@ pub(super) fn decode(round: &[Vec<u8>]) -> Result<(Lead, Vec<Reply>), EngineErro
     Ok((lead, replies))
 }
 
-/// The logical shards dealt out to `peers` workers by `costs` ([`deal_after`]) when the
-/// leader (worker 0) has other work worth `lead_halves` halves of one worker's share (the
-/// total cost over the workers) to do besides: so that every worker's total comes out even,
-/// the leader's hand is that much lighter. A leader alone takes every shard.
-fn deal_lead(costs: &[u64; LOGICAL_SHARDS], peers: usize, lead_halves: u64) -> Vec<Vec<usize>> {
+/// The logical shards dealt out to `peers` workers by `costs` ([`deal_after`]) when some
+/// have other work to do besides: worker w of `extra` (w, h) has work worth h halves of one
+/// worker's share (the total cost over the workers), so its hand is that much lighter and
+/// every worker's total comes out even. Entries for workers beyond `peers` are ignored; a
+/// worker alone takes every shard.
+fn deal_lighter(
+    costs: &[u64; LOGICAL_SHARDS],
+    peers: usize,
+    extra: &[(usize, u64)],
+) -> Vec<Vec<usize>> {
     let mut before = vec![0u64; peers.max(1)];
     if peers > 1 {
         let share = costs.iter().sum::<u64>() / peers as u64;
-        before[0] = share.saturating_mul(lead_halves) / 2;
+        for &(w, halves) in extra {
+            if let Some(b) = before.get_mut(w) {
+                *b = b.saturating_add(share.saturating_mul(halves) / 2);
+            }
+        }
     }
     deal_after(costs, &before)
 }
 
 /// The logical shards of worker `index` of `peers`: it searches the memory for their batch
 /// documents. The leader's other work in a step (the last timestep's commit, the next file,
-/// the judgement) counts as half a worker's share of the search ([`deal_lead`], one unit of
+/// the judgement) counts as one worker's share of the search ([`deal_lighter`], one unit of
 /// cost per shard), so it searches for fewer documents than a replica; the same hands on
 /// every worker. (The coding, with which the search shares its rounds, is work-stolen: a
 /// worker with less to search codes more, see [`super::pool`].)
 pub(super) fn my_shards(index: usize, peers: usize) -> Vec<usize> {
-    let mut hands = deal_lead(&[1; LOGICAL_SHARDS], peers, 1);
+    let mut hands = deal_lighter(&[1; LOGICAL_SHARDS], peers, &[(0, 2)]);
     if index < hands.len() {
         hands.swap_remove(index)
     } else {
@@ -233,11 +242,13 @@ pub(super) fn coding_deal(job: &CodingJob<'_>, peers: usize) -> Vec<Vec<usize>> 
 
 /// Every worker's hand of the logical shards of Â's rows whose gradient rows it computes in
 /// the update of `job` (of `peers` workers), dealt out by their predicted cost
-/// ([`UpdateJob::shard_costs`], [`deal_lead`]): the leader's other work in a step (the last
+/// ([`UpdateJob::shard_costs`], [`deal_lighter`]): the leader's other work in a step (the last
 /// timestep's commit, the next file, the judgement, the events) counts as one worker's share,
-/// so it computes fewer rows than a replica. The same hands on every worker.
+/// and so does the finder's (the step's topics and refresh plan, [`finder`], worked out before
+/// its rows), so they compute fewer rows than the other replicas. The same hands on every
+/// worker.
 pub(super) fn row_deal(job: &UpdateJob<'_>, peers: usize) -> Vec<Vec<usize>> {
-    deal_lead(&job.shard_costs(), peers, 2)
+    deal_lighter(&job.shard_costs(), peers, &[(0, 2), (finder(peers), 2)])
 }
 
 /// What worker `index` contributes to a round of the update's column sums of the step at
@@ -321,7 +332,7 @@ pub(super) fn shards_message(index: usize, timestep: u64, outs: Vec<ShardOutput>
 }
 
 /// Every worker's logical shards to tokenise of a batch whose shards' texts have these bytes
-/// ([`TermJob::shard_costs`]), dealt out evenly ([`deal_lead`]) but for the leader's other work
+/// ([`TermJob::shard_costs`]), dealt out evenly ([`deal_lighter`]) but for the leader's other work
 /// meanwhile (see [`crate::ingest::Replicas::step`]), which counts as `lead`: with
 /// [`LeadTerms::Less`] it takes a quarter of the batch with one replica, with
 /// [`LeadTerms::Little`] an eighth. Work stealing evens out the rest ([`super::pool`]).
@@ -335,7 +346,7 @@ pub(super) fn term_deal(
         LeadTerms::Less => 2,
         LeadTerms::Little => 3,
     };
-    deal_lead(costs, peers, halves)
+    deal_lighter(costs, peers, &[(0, halves)])
 }
 
 /// Every worker's parts of a round of per-shard parts (`what`, for errors), the leader's
@@ -800,15 +811,16 @@ mod tests {
     }
 
     /// Dealt with other work worth h halves of a share, the leader's hand and that work come
-    /// out even with a replica's hand (within the largest shard), every shard dealt once.
+    /// out even with a replica's hand (within the largest shard), every shard dealt once; a
+    /// second worker with other work gets a lighter hand too.
     #[test]
-    fn a_leader_with_other_work_gets_a_lighter_hand() {
+    fn a_worker_with_other_work_gets_a_lighter_hand() {
         // uneven costs: shard s costs 50 + s
         let costs: [u64; LOGICAL_SHARDS] = std::array::from_fn(|s| 50 + s as u64);
         let total: u64 = costs.iter().sum();
         for peers in 2..=6 {
             for halves in 0..=3 {
-                let hands = deal_lead(&costs, peers, halves);
+                let hands = deal_lighter(&costs, peers, &[(0, halves)]);
                 let mut all: Vec<usize> = hands.concat();
                 all.sort_unstable();
                 assert_eq!(all, (0..LOGICAL_SHARDS).collect::<Vec<_>>());
@@ -829,10 +841,15 @@ mod tests {
                 }
             }
         }
-        assert_eq!(
-            deal_lead(&costs, 1, 3),
-            vec![(0..LOGICAL_SHARDS).collect::<Vec<_>>()]
-        );
+        let one = deal_lighter(&costs, 1, &[(0, 3), (1, 2)]);
+        assert_eq!(one, vec![(0..LOGICAL_SHARDS).collect::<Vec<_>>()]);
+        for peers in 3..=6 {
+            let hands = deal_lighter(&costs, peers, &[(0, 2), (peers - 1, 2), (peers, 9)]);
+            let load = |w: usize| hands[w].iter().map(|&s| costs[s]).sum::<u64>();
+            assert_eq!(hands.concat().len(), LOGICAL_SHARDS);
+            assert!(load(peers - 1) < load(1), "{peers}");
+            assert!(load(0).abs_diff(load(peers - 1)) <= 2 * costs[LOGICAL_SHARDS - 1]);
+        }
     }
 
     /// The leader's part of the tokenising shrinks with its other work: with one replica and
