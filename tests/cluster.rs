@@ -282,6 +282,10 @@ fn a_backlog_read_ahead_commits_what_one_node_commits_even_past_a_duplicate() {
         "no step went out ahead: {log}"
     );
     assert!(
+        log.contains("terms_aside=true"),
+        "the leader's part of no terms round went out before its other work: {log}"
+    );
+    assert!(
         log.contains("the leader abandoned the step"),
         "the step of the duplicate was not abandoned: {log}"
     );

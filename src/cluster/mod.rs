@@ -3,19 +3,20 @@
 //!
 //! Process 0 leads: it runs the daemon (inbox, store, commits) exactly as `novad run` does,
 //! except that every step is shared with the other workers of the cluster. Every worker holds
-//! a replica of the model (and of the hybrid detector's memory); a step sends the batch to
-//! all of them, the documents are tokenised and resolved against the vocabulary by logical
+//! a replica of the model (and of the hybrid detector's whole memory); a step sends the batch
+//! to all of them, the documents are tokenised and resolved against the vocabulary by logical
 //! shard, the terms are all-gathered and every worker updates its vocabulary with them in
-//! batch order; each worker codes its logical shards (shard s on worker s mod workers), the
-//! codes are all-gathered, and every worker finishes the step the same way
-//! ([`novad_models::l1::replicate`]). The hybrid detector's search is shared the same way:
-//! each worker finds the nearest remembered document of its shards' documents, the results
-//! are all-gathered, the leader fuses the scores and decides, and every replica takes the
-//! batch into its memory as the leader does. The step's emerging topics and the plan of its
-//! atom refresh, which do not need the updated Â, are worked out by the last worker while the
-//! leader runs the dictionary update; the leader alone computes the update (OIADMM, refresh,
-//! resize) and sends Â_{t+1} to the replicas as its stored image, O(m + non-zeros of Â)
-//! bytes, which they take instead of computing it. A document's resolved terms, its code and
+//! batch order; each worker codes a hand of the logical shards (dealt by predicted cost,
+//! evened out by work stealing, [`pool`]), the codes are all-gathered, and every worker
+//! finishes the step the same way ([`novad_models::l1::replicate`]). The hybrid detector's
+//! search is shared too: each worker searches the whole memory for the documents of its
+//! hand of the shards, the results are all-gathered, the leader fuses the scores and decides,
+//! and every replica takes the batch into its memory as the leader does. The dictionary
+//! update is shared by Â's rows: each worker computes the gradient rows of its hand of the
+//! row shards, the projection's column thresholds come from rounds of exact column sums, and
+//! the projected rows are all-gathered ([`protocol`]). The plan of the step's atom refresh is
+//! worked out by the last worker (the finder) before its rows, its emerging topics after the
+//! update. A document's resolved terms, its code and
 //! its nearest remembered document depend only on the document and the replicated state, and
 //! the rest of the step is a deterministic function of all of them, so the committed model,
 //! the topics and every verdict are bit-identical to a single-node run, whatever the number
@@ -23,7 +24,7 @@
 //! at the first step, and after a step the leader did not commit.
 //!
 //! The leader commits in the background ([`crate::ingest::Ingestor::defer`]) and reads
-//! ahead: while the replicas tokenise most of a timestep's batch, the
+//! ahead: while the replicas tokenise a timestep's batch, the
 //! leader writes the last timestep's records, hands its transaction to the store's committer
 //! thread, which applies and flushes it while the leader waits for its peers, and, with a
 //! backlog, reads and validates the next file ([`crate::ingest::Replicas::step`]). That
@@ -31,8 +32,8 @@
 //! while the leader finishes the step; the leader's part of that batch's terms round then
 //! goes out empty before its other work, so the replicas tokenise all of it and go on to the
 //! coding, taking the leader's hand there too until it joins. Where the work is dealt out
-//! without stealing (the search's documents, the update's rows), the leader's hand is
-//! lighter by what its other work is worth. A batch sent ahead that the daemon does not step next
+//! without stealing (the search's documents, the update's rows), the leader's hand, and the
+//! finder's of the rows, are lighter by what their other work is worth. A batch sent ahead that the daemon does not step next
 //! (the file is a duplicate, or changed) is abandoned: the leader's next round is an abort,
 //! which ends that step on every replica. A batch file is moved to `processed/` only once
 //! its last timestep is durable.

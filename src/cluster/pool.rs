@@ -602,12 +602,14 @@ mod tests {
     }
 
     /// A leader busy with other work begins its terms round empty: the replicas resolve every
-    /// shard between them and complete the round without waiting for it, and every worker
-    /// gets the batch's terms as resolving them all in one place gives. A leader whose
-    /// vocabulary is not the one the round went out for is refused.
+    /// shard between them (the leader's hand too: with one replica it is not empty) and
+    /// complete the round while the leader does not step its worker, and every worker gets
+    /// the batch's terms as resolving them all in one place gives; the rounds after it stay
+    /// aligned. A leader whose vocabulary is not the one the round went out for is refused.
     #[test]
     fn replicas_tokenise_the_whole_batch_while_the_leader_is_busy() {
         use novad_models::text::{Tokenizer, Vocabulary};
+        use std::sync::atomic::{AtomicUsize, Ordering};
         use std::sync::Arc;
         let texts: Arc<Vec<String>> = Arc::new(
             (0..300)
@@ -628,49 +630,49 @@ mod tests {
         };
         let mut want = Vec::new();
         run(&texts, &mut |job| {
-            want = job.run(&(0..LOGICAL_SHARDS).collect::<Vec<_>>())
+            want = job.run(&(0..LOGICAL_SHARDS).collect::<Vec<_>>());
+            assert!(!term_deal(&job.shard_costs(), 2, LeadTerms::Little)[0].is_empty());
         });
-        let shared = Arc::clone(&texts);
-        let guards = timely::execute(timely::Config::process(3), move |worker| {
-            let g = RefCell::new(Gather::new(worker, 3));
-            let mut got = None;
-            run(&shared, &mut |job| {
-                let mark = vocab_mark(job);
-                got = Some(if g.borrow().index() == 0 {
-                    begin_terms_aside(&g, mark);
-                    // the leader's other work: it takes no part until the round is complete
-                    let t0 = Instant::now();
-                    while !g.borrow_mut().ready() {
-                        assert!(
-                            t0.elapsed().as_secs() < 30,
-                            "the replicas wait for the leader"
-                        );
-                        std::thread::sleep(std::time::Duration::from_millis(1));
-                    }
-                    let stale = [mark[0] + 1, mark[1]];
-                    let e = tokenised_aside(&g, job, stale).unwrap_err().to_string();
-                    assert!(e.contains("terms round went out"), "{e}");
-                    tokenised_aside(&g, job, mark).unwrap()
-                } else {
-                    tokenise(&g, job, LeadTerms::Little).unwrap()
+        for peers in [2, 3] {
+            let shared = Arc::clone(&texts);
+            let done = Arc::new(AtomicUsize::new(0));
+            let guards = timely::execute(timely::Config::process(peers), move |worker| {
+                let g = RefCell::new(Gather::new(worker, peers));
+                let index = g.borrow().index();
+                let mut got = None;
+                run(&shared, &mut |job| {
+                    let mark = vocab_mark(job);
+                    got = Some(if index == 0 {
+                        begin_terms_aside(&g, mark);
+                        // the leader's other work: it does not step its worker until every
+                        // replica has its terms
+                        let t0 = Instant::now();
+                        while done.load(Ordering::SeqCst) < peers - 1 {
+                            assert!(t0.elapsed().as_secs() < 30, "the replicas wait for the leader");
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                        }
+                        let stale = [mark[0] + 1, mark[1]];
+                        let e = tokenised_aside(&g, job, stale).unwrap_err().to_string();
+                        assert!(e.contains("terms round went out"), "{e}");
+                        tokenised_aside(&g, job, mark).unwrap().0
+                    } else {
+                        let (outs, f) = tokenise(&g, job, LeadTerms::Little).unwrap();
+                        done.fetch_add(1, Ordering::SeqCst);
+                        assert!(f.shards > 0, "worker {index} resolved nothing");
+                        outs
+                    });
                 });
-            });
-            let (outs, f) = got.unwrap();
-            let index = g.borrow().index();
-            (index, outs, f.shards)
-        })
-        .unwrap();
-        let mut resolved = 0;
-        for r in guards.join() {
-            let (index, outs, shards) = r.unwrap();
-            assert_eq!(outs, want, "worker {index}");
-            if index == 0 {
-                assert_eq!(shards, 0, "the leader resolved shards");
-            } else {
-                resolved += shards;
+                let after = g.borrow_mut().round(vec![index as u8]);
+                (index, got.unwrap(), after)
+            })
+            .unwrap();
+            for r in guards.join() {
+                let (index, outs, after) = r.unwrap();
+                assert_eq!(outs, want, "{peers} workers: worker {index}");
+                let all: Vec<Vec<u8>> = (0..peers as u8).map(|i| vec![i]).collect();
+                assert_eq!(after, all, "{peers} workers: worker {index}");
             }
         }
-        assert!(resolved >= LOGICAL_SHARDS, "{resolved}");
     }
 
     #[test]

@@ -100,9 +100,11 @@ pub enum LeadTerms {
     /// worker's share of the batch's bytes.
     Less,
     /// Little: the batch went out at the end of the step before, and the leader finishes
-    /// that step, writes its records and reads the next file while the replicas tokenise,
-    /// counted as three halves of one worker's share (an eighth of the batch with one
-    /// replica).
+    /// that step while the replicas tokenise, counted as three halves of one worker's share
+    /// (an eighth of the batch with one replica). When the leader also has the last
+    /// timestep's records to write or the next file to read, its part of the terms round goes
+    /// out empty before that work and the replicas take its hand too
+    /// ([`super::pool::begin_terms_aside`]).
     Little,
 }
 
@@ -244,9 +246,9 @@ pub(super) fn coding_deal(job: &CodingJob<'_>, peers: usize) -> Vec<Vec<usize>> 
 /// the update of `job` (of `peers` workers), dealt out by their predicted cost
 /// ([`UpdateJob::shard_costs`], [`deal_lighter`]): the leader's other work in a step (the last
 /// timestep's commit, the next file, the judgement, the events) counts as one worker's share,
-/// and so does the finder's (the step's topics and refresh plan, [`finder`], worked out before
-/// its rows), so they compute fewer rows than the other replicas. The same hands on every
-/// worker.
+/// and so does the finder's ([`finder`]: the plan of the step's atom refresh, which it works
+/// out before its rows — each step with the default parameters), so they compute fewer rows
+/// than the other replicas. The same hands on every worker.
 pub(super) fn row_deal(job: &UpdateJob<'_>, peers: usize) -> Vec<Vec<usize>> {
     deal_lighter(&job.shard_costs(), peers, &[(0, 2), (finder(peers), 2)])
 }

@@ -148,6 +148,7 @@ impl Leader {
                 begin_terms_aside(&self.gather, mark);
                 mark
             });
+        let aside = terms_aside.is_some();
         let t_before = Instant::now();
         let next = before.take().and_then(|f| f(engine));
         let before_seconds = t_before.elapsed().as_secs_f64();
@@ -180,6 +181,7 @@ impl Leader {
             workers = self.gather.borrow().peers(),
             between_seconds = format!("{between_seconds:.4}"),
             sent_ahead,
+            terms_aside = aside,
             docs_seconds = format!("{docs_seconds:.4}"),
             docs_bytes,
             before_seconds = format!("{before_seconds:.4}"),
@@ -345,7 +347,8 @@ struct LeaderSide {
     /// The leader has the hybrid detector (the steps have search and judgement rounds).
     judged: bool,
     /// How much of the step's tokenising the leader does
-    /// ([`term_deal`](super::protocol::term_deal)).
+    /// ([`term_deal`](super::protocol::term_deal)); none when its part went out before the
+    /// step (`terms_aside`).
     lead_terms: LeadTerms,
     /// The next batch, read meanwhile: sent out with the update, as the next step.
     next: Option<Batch>,
