@@ -35,7 +35,7 @@ use novad_models::model::EngineError;
 
 use super::net::Gather;
 use super::protocol::{
-    broken, coding_deal, decode, encode, gather_outputs, gather_terms, search_round,
+    abandoned, broken, coding_deal, decode, encode, gather_outputs, gather_terms, search_round,
     shards_message, term_deal, terms_message, vocab_mark, LeadTerms,
 };
 
@@ -285,6 +285,14 @@ impl<W: Work> Pool<W> {
     ) -> Result<Vec<Vec<u8>>, EngineError> {
         self.drain(g)?;
         let t0 = Instant::now();
+        // rounds still open before this one (a replica's terms round, when it resolved every
+        // shard itself) are finished first; when the leader abandoned the step there, this
+        // fails before contributing, so the next round holds the leader's next command
+        while g.open() > 0 {
+            if abandoned(&g.finish()) {
+                return Err(broken("the leader abandoned the step".into()));
+            }
+        }
         let round = g.round(message(std::mem::take(&mut self.outs)));
         self.figures.exchange_seconds = t0.elapsed().as_secs_f64();
         Ok(round)
@@ -648,7 +656,10 @@ mod tests {
                         // replica has its terms
                         let t0 = Instant::now();
                         while done.load(Ordering::SeqCst) < peers - 1 {
-                            assert!(t0.elapsed().as_secs() < 30, "the replicas wait for the leader");
+                            assert!(
+                                t0.elapsed().as_secs() < 30,
+                                "the replicas wait for the leader"
+                            );
                             std::thread::sleep(std::time::Duration::from_millis(1));
                         }
                         let stale = [mark[0] + 1, mark[1]];
@@ -671,6 +682,39 @@ mod tests {
                 assert_eq!(outs, want, "{peers} workers: worker {index}");
                 let all: Vec<Vec<u8>> = (0..peers as u8).map(|i| vec![i]).collect();
                 assert_eq!(after, all, "{peers} workers: worker {index}");
+            }
+        }
+    }
+
+    /// A replica that left its terms round open (it resolved every shard itself) and finds
+    /// there that the leader abandoned the step stops its pooled work before contributing, so
+    /// the round after it lines up with the leader's next command.
+    #[test]
+    fn pooled_work_stops_at_an_abandoned_round_left_open() {
+        let guards = timely::execute(timely::Config::process(2), |worker| {
+            let mut g = Gather::new(worker, 2);
+            if g.index() == 0 {
+                g.round(encode(&super::super::protocol::Lead::Abort));
+                let next = g.round(vec![7]);
+                (next, None)
+            } else {
+                g.begin(vec![1]);
+                let work = Squares {
+                    slow: false,
+                    pause: Duration::ZERO,
+                };
+                let mut pool = Pool::new(work, halves(), &g);
+                let e = pool.finish(&mut g, |outs| encode(&outs)).unwrap_err();
+                let next = g.round(vec![8]);
+                (next, Some(e.to_string()))
+            }
+        })
+        .unwrap();
+        for r in guards.join() {
+            let (next, e) = r.unwrap();
+            assert_eq!(next, vec![vec![7], vec![8]]);
+            if let Some(e) = e {
+                assert!(e.contains("abandoned"), "{e}");
             }
         }
     }

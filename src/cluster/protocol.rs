@@ -648,11 +648,17 @@ fn exchange(
         if last {
             return Ok(payloads);
         }
-        let lead = payloads.first().map(|b| postcard::from_bytes::<Lead>(b));
-        if let Some(Ok(Lead::Abort)) = lead {
+        if abandoned(&payloads) {
             return Err(broken("the leader abandoned the step".into()));
         }
     }
+}
+
+/// True when the leader's payload of a completed round is [`Lead::Abort`]: it abandoned the
+/// step there.
+pub(super) fn abandoned(payloads: &[Vec<u8>]) -> bool {
+    let lead = payloads.first().map(|b| postcard::from_bytes::<Lead>(b));
+    matches!(lead, Some(Ok(Lead::Abort)))
 }
 
 /// The search of [`Replication::nearest`](novad_models::l1::replicate::Replication::nearest)'s arguments as a [`Query`].
