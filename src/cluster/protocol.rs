@@ -655,10 +655,10 @@ fn exchange(
 }
 
 /// True when the leader's payload of a completed round is [`Lead::Abort`]: it abandoned the
-/// step there.
+/// step there. Compared as bytes (a unit variant encodes as its index alone), so a large
+/// payload — a batch's texts — is not decoded to be dropped.
 pub(super) fn abandoned(payloads: &[Vec<u8>]) -> bool {
-    let lead = payloads.first().map(|b| postcard::from_bytes::<Lead>(b));
-    matches!(lead, Some(Ok(Lead::Abort)))
+    payloads.first().is_some_and(|b| *b == encode(&Lead::Abort))
 }
 
 /// The search of [`Replication::nearest`](novad_models::l1::replicate::Replication::nearest)'s arguments as a [`Query`].
@@ -816,6 +816,20 @@ mod tests {
             }
         }
         assert!(my_shards(5, 5).is_empty());
+    }
+
+    /// Only the leader's abort marks a round abandoned: not another command, not a replica's
+    /// payload that happens to hold the same bytes, not an empty round.
+    #[test]
+    fn a_round_is_abandoned_only_by_the_leaders_abort() {
+        let abort = encode(&Lead::Abort);
+        assert!(abandoned(&[abort.clone(), encode(&Reply::Idle)]));
+        assert!(!abandoned(&[encode(&Lead::Stop(None)), abort.clone()]));
+        assert!(!abandoned(&[encode(&Lead::Terms {
+            vocab: [3, 4],
+            outs: Vec::new(),
+        })]));
+        assert!(!abandoned(&[]));
     }
 
     /// Dealt with other work worth h halves of a share, the leader's hand and that work come
