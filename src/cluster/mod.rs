@@ -7,14 +7,14 @@
 //! to all of them, the documents are tokenised and resolved against the vocabulary by logical
 //! shard, the terms are all-gathered and every worker updates its vocabulary with them in
 //! batch order; each worker codes a hand of the logical shards (dealt by predicted cost,
-//! evened out by work stealing, [`pool`]), the codes are all-gathered, and every worker
+//! evened out by work stealing, `pool.rs`), the codes are all-gathered, and every worker
 //! finishes the step the same way ([`novad_models::l1::replicate`]). The hybrid detector's
 //! search is shared too: each worker searches the whole memory for the documents of its
 //! hand of the shards, the results are all-gathered, the leader fuses the scores and decides,
 //! and every replica takes the batch into its memory as the leader does. The dictionary
 //! update is shared by Â's rows: each worker computes the gradient rows of its hand of the
 //! row shards, the projection's column thresholds come from rounds of exact column sums, and
-//! the projected rows are all-gathered ([`protocol`]). The plan of the step's atom refresh is
+//! the projected rows are all-gathered (`protocol.rs`). The plan of the step's atom refresh is
 //! worked out by the last worker (the finder) before its rows, its emerging topics after the
 //! update. A document's resolved terms, its code and
 //! its nearest remembered document depend only on the document and the replicated state, and
@@ -51,6 +51,7 @@
 //! timestep, from which a restarted cluster resumes. dnmf and ostc run on one node only.
 
 pub mod auth;
+mod deal;
 mod net;
 mod pool;
 mod protocol;

@@ -33,10 +33,11 @@ use novad_models::l1::replicate::{
 };
 use novad_models::model::EngineError;
 
+use super::deal::{coding_deal, term_deal};
 use super::net::Gather;
 use super::protocol::{
-    abandoned, broken, coding_deal, decode, encode, gather_outputs, gather_terms, search_round,
-    shards_message, term_deal, terms_message, vocab_mark, LeadTerms,
+    abandoned, broken, decode, encode, gather_outputs, gather_terms, search_round, shards_message,
+    terms_message, vocab_mark, LeadTerms,
 };
 
 /// A worker's announcement that it works out `shards` (bit s: logical shard s) of the pooled

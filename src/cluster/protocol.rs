@@ -6,18 +6,18 @@
 //! ([`Lead::Load`], [`Lead::Step`], [`Lead::Stop`]). A step is then, on every worker, the same
 //! [`Model::step_replicated`], in these rounds:
 //! - terms: each worker contributes the documents of the logical shards it tokenised and
-//!   resolved against the vocabulary ([`term_deal`]);
+//!   resolved against the vocabulary ([`term_deal`](super::deal::term_deal));
 //! - with a judge (the hybrid detector), a search round, where each worker contributes the
 //!   nearest remembered documents of the documents of its logical shards, found in its copy
 //!   of the whole memory ([`search_round`]); the workers code while they wait for it;
-//! - coding: each worker contributes the codes of the shards it coded ([`coding_deal`]; both
+//! - coding: each worker contributes the codes of the shards it coded ([`coding_deal`](super::deal::coding_deal); both
 //!   deals by predicted cost, the same hands on every worker, evened out by work stealing, see
 //!   [`super::pool`]);
 //! - with a judge, the leader's judgement;
 //! - when the step has topics or refreshes atoms, the topics and the refresh plan the last
 //!   worker ([`finder`]) worked out after the update.
 //! - when the step updates the dictionary, the OIADMM update shared by logical shards of Â's
-//!   rows: each worker computes the gradient rows of its hand ([`row_deal`]); rounds of
+//!   rows: each worker computes the gradient rows of its hand ([`row_deal`](super::deal::row_deal)); rounds of
 //!   per-column sums ([`Lead::Sums`], added up on every worker) find the projection's column
 //!   thresholds, a few rounds of k pairs each; each worker projects its rows and contributes
 //!   them ([`Lead::Rows`]), and every worker writes Â_{t+1} from all of them; the next step's
@@ -30,15 +30,14 @@ use std::cell::RefCell;
 
 use serde::{Deserialize, Serialize};
 
-use novad_models::l1::dictionary::{add_sums, ColumnSum, ProjectedRows, UpdateJob};
-use novad_models::l1::dictionary::{deal, deal_after, shard_docs, LOGICAL_SHARDS};
-use novad_models::l1::replicate::{
-    CodingJob, Found, MemorySearch, Query, ShardOutput, ShardTerms, TermJob,
-};
+use novad_models::l1::dictionary::shard_docs;
+use novad_models::l1::dictionary::{add_sums, ColumnSum, ProjectedRows};
+use novad_models::l1::replicate::{Found, MemorySearch, Query, ShardOutput, ShardTerms, TermJob};
 use novad_models::l1::Model;
 use novad_models::memory::{Floor, Neighbour, Share};
 use novad_models::model::{EngineError, Judgement};
 
+use super::deal::my_shards;
 use super::net::Gather;
 
 /// The leader's contribution to a round.
@@ -52,7 +51,7 @@ pub enum Lead {
     },
     /// Step the model at `timestep` on these documents (with their times); `judged`: the
     /// leader has the hybrid detector, so the step has a search round and a judgement round.
-    /// `lead_terms`: how much of the tokenising the leader does (see [`term_deal`]).
+    /// `lead_terms`: how much of the tokenising the leader does (see [`term_deal`](super::deal::term_deal)).
     Step {
         timestep: u64,
         docs: Vec<String>,
@@ -81,7 +80,7 @@ pub enum Lead {
     Found(Option<Found>),
     /// The leader's part of a round of the update's column sums ([`Thresholds`]).
     Sums(Vec<ColumnSum>),
-    /// The leader's projected rows of the step's dictionary update (its hand of [`row_deal`]).
+    /// The leader's projected rows of the step's dictionary update (its hand of [`row_deal`](super::deal::row_deal)).
     Rows(Vec<ProjectedRows>),
     /// The leader's step failed, or the daemon does not take the step sent ahead: replicas
     /// still in it drop it.
@@ -91,7 +90,7 @@ pub enum Lead {
 }
 
 /// How much of a step's tokenising the leader does, beside its other work meanwhile (see
-/// [`term_deal`]).
+/// [`term_deal`](super::deal::term_deal)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LeadTerms {
     /// A worker's share: it has nothing else to do meanwhile.
@@ -196,63 +195,6 @@ pub(super) fn decode(round: &[Vec<u8>]) -> Result<(Lead, Vec<Reply>), EngineErro
     Ok((lead, replies))
 }
 
-/// The logical shards dealt out to `peers` workers by `costs` ([`deal_after`]) when some
-/// have other work to do besides: worker w of `extra` (w, h) has work worth h halves of one
-/// worker's share (the total cost over the workers), so its hand is that much lighter and
-/// every worker's total comes out even. Entries for workers beyond `peers` are ignored; a
-/// worker alone takes every shard.
-fn deal_lighter(
-    costs: &[u64; LOGICAL_SHARDS],
-    peers: usize,
-    extra: &[(usize, u64)],
-) -> Vec<Vec<usize>> {
-    let mut before = vec![0u64; peers.max(1)];
-    if peers > 1 {
-        let share = costs.iter().sum::<u64>() / peers as u64;
-        for &(w, halves) in extra {
-            if let Some(b) = before.get_mut(w) {
-                *b = b.saturating_add(share.saturating_mul(halves) / 2);
-            }
-        }
-    }
-    deal_after(costs, &before)
-}
-
-/// The logical shards of worker `index` of `peers`: it searches the memory for their batch
-/// documents. The leader's other work in a step (the last timestep's commit, the next file,
-/// the judgement) counts as one worker's share of the search ([`deal_lighter`], one unit of
-/// cost per shard), so it searches for fewer documents than a replica; the same hands on
-/// every worker. (The coding, with which the search shares its rounds, is work-stolen: a
-/// worker with less to search codes more, see [`super::pool`].)
-pub(super) fn my_shards(index: usize, peers: usize) -> Vec<usize> {
-    let mut hands = deal_lighter(&[1; LOGICAL_SHARDS], peers, &[(0, 2)]);
-    if index < hands.len() {
-        hands.swap_remove(index)
-    } else {
-        Vec::new()
-    }
-}
-
-/// Every worker's hand of logical shards to code in the step of `job` (of `peers` workers):
-/// dealt out by their predicted coding cost ([`CodingJob::shard_costs`], [`deal`]), so that
-/// the workers finish their coding at about the same time whatever documents the batch puts
-/// in which shard (work stealing evens out the rest, [`super::pool`]). Every worker deals the
-/// same hands from the same job; which worker codes a shard does not change its codes.
-pub(super) fn coding_deal(job: &CodingJob<'_>, peers: usize) -> Vec<Vec<usize>> {
-    deal(&job.shard_costs(), peers)
-}
-
-/// Every worker's hand of the logical shards of Â's rows whose gradient rows it computes in
-/// the update of `job` (of `peers` workers), dealt out by their predicted cost
-/// ([`UpdateJob::shard_costs`], [`deal_lighter`]): the leader's other work in a step (the last
-/// timestep's commit, the next file, the judgement, the events) counts as one worker's share,
-/// and so does the finder's ([`finder`]: the plan of the step's atom refresh, which it works
-/// out before its rows — each step with the default parameters), so they compute fewer rows
-/// than the other replicas. The same hands on every worker.
-pub(super) fn row_deal(job: &UpdateJob<'_>, peers: usize) -> Vec<Vec<usize>> {
-    deal_lighter(&job.shard_costs(), peers, &[(0, 2), (finder(peers), 2)])
-}
-
 /// What worker `index` contributes to a round of the update's column sums of the step at
 /// `timestep`.
 pub(super) fn sums_message(index: usize, timestep: u64, sums: Vec<ColumnSum>) -> Vec<u8> {
@@ -331,24 +273,6 @@ pub(super) fn shards_message(index: usize, timestep: u64, outs: Vec<ShardOutput>
     } else {
         encode(&Reply::Shards { timestep, outs })
     }
-}
-
-/// Every worker's logical shards to tokenise of a batch whose shards' texts have these bytes
-/// ([`TermJob::shard_costs`]), dealt out evenly ([`deal_lighter`]) but for the leader's other work
-/// meanwhile (see [`crate::ingest::Replicas::step`]), which counts as `lead`: with
-/// [`LeadTerms::Less`] it takes a quarter of the batch with one replica, with
-/// [`LeadTerms::Little`] an eighth. Work stealing evens out the rest ([`super::pool`]).
-pub(super) fn term_deal(
-    costs: &[u64; LOGICAL_SHARDS],
-    peers: usize,
-    lead: LeadTerms,
-) -> Vec<Vec<usize>> {
-    let halves = match lead {
-        LeadTerms::Share => 0,
-        LeadTerms::Less => 2,
-        LeadTerms::Little => 3,
-    };
-    deal_lighter(costs, peers, &[(0, halves)])
 }
 
 /// Every worker's parts of a round of per-shard parts (`what`, for errors), the leader's
@@ -830,70 +754,6 @@ mod tests {
             outs: Vec::new(),
         })]));
         assert!(!abandoned(&[]));
-    }
-
-    /// Dealt with other work worth h halves of a share, the leader's hand and that work come
-    /// out even with a replica's hand (within the largest shard), every shard dealt once; a
-    /// second worker with other work gets a lighter hand too.
-    #[test]
-    fn a_worker_with_other_work_gets_a_lighter_hand() {
-        // uneven costs: shard s costs 50 + s
-        let costs: [u64; LOGICAL_SHARDS] = std::array::from_fn(|s| 50 + s as u64);
-        let total: u64 = costs.iter().sum();
-        for peers in 2..=6 {
-            for halves in 0..=3 {
-                let hands = deal_lighter(&costs, peers, &[(0, halves)]);
-                let mut all: Vec<usize> = hands.concat();
-                all.sort_unstable();
-                assert_eq!(all, (0..LOGICAL_SHARDS).collect::<Vec<_>>());
-                let load = |w: usize| hands[w].iter().map(|&s| costs[s]).sum::<u64>();
-                let before = total / peers as u64 * halves / 2;
-                let biggest = *costs.iter().max().unwrap();
-                for w in 1..peers {
-                    let (lead, other) = (before + load(0), load(w));
-                    // a leader whose other work outweighs a share gets nothing at all
-                    if load(0) > 0 {
-                        assert!(lead.abs_diff(other) <= biggest, "{peers} {halves}: {w}");
-                    } else {
-                        assert!(other <= lead + biggest, "{peers} {halves}: {w}");
-                    }
-                }
-                if halves > 0 {
-                    assert!(load(0) < load(1), "{peers} {halves}");
-                }
-            }
-        }
-        let one = deal_lighter(&costs, 1, &[(0, 3), (1, 2)]);
-        assert_eq!(one, vec![(0..LOGICAL_SHARDS).collect::<Vec<_>>()]);
-        for peers in 3..=6 {
-            let hands = deal_lighter(&costs, peers, &[(0, 2), (peers - 1, 2), (peers, 9)]);
-            let load = |w: usize| hands[w].iter().map(|&s| costs[s]).sum::<u64>();
-            assert_eq!(hands.concat().len(), LOGICAL_SHARDS);
-            assert!(load(peers - 1) < load(1), "{peers}");
-            assert!(load(0).abs_diff(load(peers - 1)) <= 2 * costs[LOGICAL_SHARDS - 1]);
-        }
-    }
-
-    /// The leader's part of the tokenising shrinks with its other work: with one replica and
-    /// even shards, a half, a quarter, an eighth; every shard is dealt once; a leader alone
-    /// takes them all; two replicas leave a leader with `Little` to do nothing.
-    #[test]
-    fn the_leaders_part_of_the_tokenising_follows_its_other_work() {
-        let costs = [100u64; LOGICAL_SHARDS];
-        let share = |peers, lead| {
-            let hands = term_deal(&costs, peers, lead);
-            let mut all: Vec<usize> = hands.concat();
-            all.sort_unstable();
-            assert_eq!(all, (0..LOGICAL_SHARDS).collect::<Vec<_>>(), "{lead:?}");
-            hands[0].len()
-        };
-        assert_eq!(share(2, LeadTerms::Share), LOGICAL_SHARDS / 2);
-        assert_eq!(share(2, LeadTerms::Less), LOGICAL_SHARDS / 4);
-        assert_eq!(share(2, LeadTerms::Little), LOGICAL_SHARDS / 8);
-        for lead in [LeadTerms::Share, LeadTerms::Less, LeadTerms::Little] {
-            assert_eq!(share(1, lead), LOGICAL_SHARDS);
-        }
-        assert_eq!(share(3, LeadTerms::Little), 0);
     }
 
     /// A terms round takes every worker's shards; a replica at another timestep, with

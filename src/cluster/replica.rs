@@ -17,11 +17,12 @@ use novad_models::memory::{DocMemory, Neighbour};
 use novad_models::model::{EngineError, Judge, Judgement, Scored};
 use novad_models::text::{SparseDoc, Vocabulary};
 
+use super::deal::row_deal;
 use super::net::Gather;
 use super::pool::{code_and_search, tokenise, PoolFigures};
 use super::protocol::{
-    broken, decode, encode, finds, finish_found, gather_rows, query_of, row_deal, rows_message,
-    search_round, sums_message, total_sums, Lead, LeadTerms, Reply,
+    broken, decode, encode, finds, finish_found, gather_rows, query_of, rows_message, search_round,
+    sums_message, total_sums, Lead, LeadTerms, Reply,
 };
 use super::sides::{sent_since, waited_since};
 use super::ClusterError;

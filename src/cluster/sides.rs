@@ -14,11 +14,12 @@ use novad_models::memory::{Floor, Neighbour};
 use novad_models::model::{EngineError, Judgement};
 use novad_models::{Engine, StepOutput};
 
+use super::deal::row_deal;
 use super::net::Gather;
 use super::pool::{begin_terms_aside, code_and_search, tokenise, tokenised_aside};
 use super::protocol::{
-    encode, finds, finish_found, gather_rows, query_of, row_deal, rows_message, search_round,
-    sums_message, total_sums, Lead, LeadTerms,
+    encode, finds, finish_found, gather_rows, query_of, rows_message, search_round, sums_message,
+    total_sums, Lead, LeadTerms,
 };
 use crate::ingest::{Batch, Before, Replicas};
 
