@@ -69,9 +69,9 @@ pub(super) fn row_deal(job: &UpdateJob<'_>, peers: usize) -> Vec<Vec<usize>> {
 }
 
 /// Every worker's logical shards to tokenise of a batch whose shards' texts have these bytes
-/// ([`TermJob::shard_costs`](novad_models::l1::replicate::TermJob::shard_costs)), dealt out evenly ([`deal_lighter`]) but for the leader's other work
-/// meanwhile (see [`crate::ingest::Replicas::step`]), which counts as `lead`: with
-/// [`LeadTerms::Less`] it takes a quarter of the batch with one replica, with
+/// ([`TermJob::shard_costs`](novad_models::l1::replicate::TermJob::shard_costs)), dealt out
+/// evenly ([`deal_lighter`]) but for the leader's other work meanwhile (see
+/// [`crate::ingest::Replicas::step`]), which counts as `lead`: with [`LeadTerms::Less`] it takes a quarter of the batch with one replica, with
 /// [`LeadTerms::Little`] an eighth. Work stealing evens out the rest ([`super::pool`]).
 pub(super) fn term_deal(
     costs: &[u64; LOGICAL_SHARDS],

@@ -2,7 +2,7 @@
 //! also run in the waits of the hybrid detector's search.
 //!
 //! Every worker deals the same hands of logical shards from the same job
-//! ([`super::protocol::term_deal`], [`super::protocol::coding_deal`]). A worker works out its
+//! ([`super::deal::term_deal`], [`super::deal::coding_deal`]). A worker works out its
 //! hand from the front, and announces the shards it is about to work out with a claim
 //! ([`Gather::notify`]): several of its hand at once, a shrinking share of what is left of
 //! it ([`chunk`]), so that a hand takes a few claims rather than one per shard. It codes

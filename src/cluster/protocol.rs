@@ -30,12 +30,12 @@ use std::cell::RefCell;
 
 use serde::{Deserialize, Serialize};
 
-use novad_models::l1::dictionary::shard_docs;
-use novad_models::l1::dictionary::{add_sums, ColumnSum, ProjectedRows};
+use novad_models::l1::dictionary::{add_sums, shard_docs, ColumnSum, ProjectedRows};
 use novad_models::l1::replicate::{Found, MemorySearch, Query, ShardOutput, ShardTerms, TermJob};
 use novad_models::l1::Model;
 use novad_models::memory::{Floor, Neighbour, Share};
 use novad_models::model::{EngineError, Judgement};
+use novad_models::text::Vocabulary;
 
 use super::deal::my_shards;
 use super::net::Gather;
@@ -354,7 +354,12 @@ pub(super) fn terms_message(
 
 /// The mark of the vocabulary a step's terms are resolved against: (terms, documents seen).
 pub(super) fn vocab_mark(job: &TermJob<'_>) -> [u64; 2] {
-    [job.vocab.len() as u64, job.vocab.docs_seen()]
+    mark_of(job.vocab)
+}
+
+/// The mark of `vocab`: (terms, documents seen).
+pub(super) fn mark_of(vocab: &Vocabulary) -> [u64; 2] {
+    [vocab.len() as u64, vocab.docs_seen()]
 }
 
 /// Every shard's resolved terms of a terms round, checked to come from replicas at

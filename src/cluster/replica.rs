@@ -33,7 +33,7 @@ pub(super) struct ReplicaSide {
     pub gather: Rc<RefCell<Gather>>,
     /// The timestep of the model being stepped.
     pub timestep: u64,
-    /// How much of the step's tokenising the leader does ([`term_deal`](super::protocol::term_deal)).
+    /// How much of the step's tokenising the leader does ([`term_deal`](super::deal::term_deal)).
     pub lead_terms: LeadTerms,
     /// What the step's tokenising cost this worker.
     pub terms: PoolFigures,

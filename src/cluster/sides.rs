@@ -18,8 +18,8 @@ use super::deal::row_deal;
 use super::net::Gather;
 use super::pool::{begin_terms_aside, code_and_search, tokenise, tokenised_aside};
 use super::protocol::{
-    encode, finds, finish_found, gather_rows, query_of, rows_message, search_round, sums_message,
-    total_sums, Lead, LeadTerms,
+    encode, finds, finish_found, gather_rows, mark_of, query_of, rows_message, search_round,
+    sums_message, total_sums, Lead, LeadTerms,
 };
 use crate::ingest::{Batch, Before, Replicas};
 
@@ -145,7 +145,7 @@ impl Leader {
         // other work, they tokenise all of it and go on to the coding without waiting for it
         let terms_aside = (sent_ahead && before.is_some() && self.gather.borrow().peers() > 1)
             .then(|| {
-                let mark = [engine.vocab().len() as u64, engine.vocab().docs_seen()];
+                let mark = mark_of(engine.vocab());
                 begin_terms_aside(&self.gather, mark);
                 mark
             });
@@ -348,7 +348,7 @@ struct LeaderSide {
     /// The leader has the hybrid detector (the steps have search and judgement rounds).
     judged: bool,
     /// How much of the step's tokenising the leader does
-    /// ([`term_deal`](super::protocol::term_deal)); none when its part went out before the
+    /// ([`term_deal`](super::deal::term_deal)); none when its part went out before the
     /// step (`terms_aside`).
     lead_terms: LeadTerms,
     /// The next batch, read meanwhile: sent out with the update, as the next step.
