@@ -8,8 +8,9 @@
 //! score: the coding-dominated detector; `hybrid` for the default detector), `cores` = 1,
 //! `processes` = 2 (runs 1, 2, 4, … processes up to it; a list with commas, `4,` or `1,4`, runs
 //! exactly those counts, and compares them with one process only when the list starts with
-//! 1), `runs` = 1 (each process count is run this many times; the backlog figures are their
-//! means). More processes than cores share the cores: their CPU seconds from /proc stand
+//! 1), `runs` = 1 (each process count is run this many times, the counts in turn — 1, 2, 4,
+//! then 1, 2, 4 again — so that the machine's drift over a set does not skew their ratios; the
+//! backlog figures are their means). More processes than cores share the cores: their CPU seconds from /proc stand
 //! for what dedicated machines would take.
 //! Every process gets `cores` rayon threads and is pinned (taskset) to its own cores, so
 //! P processes stand for P machines of `cores` cores each (on a 2-core machine: 1 core each).
@@ -559,18 +560,16 @@ fn main() {
     println!(
         "20NG, k = {k}, detector {detector}, 1,000-document batches ({batches} measured after a 2,000-document bootstrap), {repeats} run(s) per process count"
     );
-    let all: Vec<Vec<Run>> = counts
-        .iter()
-        .map(|&p| {
-            (0..repeats)
-                .map(|i| {
-                    let mut r = run(p, batches, cores, &args, i == 0);
-                    r.alone = (p > 1).then(|| ceiling(p, batches, cores, &args));
-                    r
-                })
-                .collect()
-        })
-        .collect();
+    // round by round (1, 2, 4, then 1, 2, 4 again, …): the machine's speed drifts over a set,
+    // and a ratio of runs taken in the same minutes is not skewed by it
+    let mut all: Vec<Vec<Run>> = vec![Vec::new(); counts.len()];
+    for i in 0..repeats {
+        for (c, &p) in counts.iter().enumerate() {
+            let mut r = run(p, batches, cores, &args, i == 0);
+            r.alone = (p > 1).then(|| ceiling(p, batches, cores, &args));
+            all[c].push(r);
+        }
+    }
     let runs: Vec<&Run> = all.iter().map(|r| &r[0]).collect();
     println!("\nper-timestep means (the first run of each process count):");
     println!(

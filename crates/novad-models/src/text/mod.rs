@@ -2,6 +2,7 @@
 //! columns of unit ℓ1 norm.
 
 mod stopwords;
+mod terms;
 mod tokenize;
 mod unicode;
 mod vectorize;

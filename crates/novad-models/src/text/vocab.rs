@@ -1,11 +1,10 @@
 use foldhash::{HashMap, HashMapExt};
-use std::sync::Arc;
 
 use rayon::prelude::*;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::memory::term_key;
+use super::terms::{copy_with_room, Terms};
 
 /// A document's distinct term resolved against a vocabulary ([`Vocabulary::resolve`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,34 +32,46 @@ pub const EVICTED: u32 = u32::MAX;
 /// ids are compacted in their old order, and the caller gets a [`Remap`] to apply to every matrix
 /// indexed by term.
 ///
-/// Terms are shared strings: cloning a vocabulary (once per step) copies pointers, not text.
-/// Each term's memory key ([`term_key`]) is kept beside it (`keys[id]`), so that a batch's
-/// vectors are keyed for the document memory without reading or hashing the strings again.
-#[derive(Debug, Clone, Deserialize)]
+/// The terms are interned (their text in one buffer, a table of ids to find them): cloning a
+/// vocabulary, once per step, copies a few flat buffers and visits no term. Each term's memory
+/// key ([`term_key`](crate::memory::term_key)) is kept beside it, so that a batch's vectors are
+/// keyed for the document memory without reading or hashing the strings again.
+#[derive(Debug, Deserialize)]
 #[serde(from = "VocabRepr")]
 pub struct Vocabulary {
-    terms: Vec<Arc<str>>,
-    /// `term_key(terms[id])`, derived (not stored).
-    keys: Vec<u64>,
+    /// The terms and their keys (the keys derived, not stored).
+    terms: Terms,
     df: Vec<u64>,
     last_seen: Vec<u64>,
     docs_seen: u64,
     max_terms: usize,
-    index: HashMap<Arc<str>, u32>,
+}
+
+/// The copy a step makes (see [`Terms`]'s): every buffer with room for the batch's new terms.
+impl Clone for Vocabulary {
+    fn clone(&self) -> Vocabulary {
+        Vocabulary {
+            terms: self.terms.clone(),
+            df: copy_with_room(&self.df),
+            last_seen: copy_with_room(&self.last_seen),
+            docs_seen: self.docs_seen,
+            max_terms: self.max_terms,
+        }
+    }
 }
 
 /// The stored form: the fields of [`VocabRepr`], written from the vocabulary's own fields
 /// (no copy of the terms).
 impl Serialize for Vocabulary {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        struct Terms<'a>(&'a [Arc<str>]);
-        impl Serialize for Terms<'_> {
+        struct Texts<'a>(&'a Terms);
+        impl Serialize for Texts<'_> {
             fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-                ser.collect_seq(self.0.iter().map(|t| &**t))
+                ser.collect_seq(self.0.iter())
             }
         }
         let mut st = ser.serialize_struct("VocabRepr", 5)?;
-        st.serialize_field("terms", &Terms(&self.terms))?;
+        st.serialize_field("terms", &Texts(&self.terms))?;
         st.serialize_field("df", &self.df)?;
         st.serialize_field("last_seen", &self.last_seen)?;
         st.serialize_field("docs_seen", &self.docs_seen)?;
@@ -80,20 +91,17 @@ struct VocabRepr {
 
 impl From<VocabRepr> for Vocabulary {
     fn from(r: VocabRepr) -> Self {
-        let terms: Vec<Arc<str>> = r.terms.into_iter().map(Arc::from).collect();
-        let index = terms
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.clone(), i as u32))
-            .collect();
+        let mut terms = Terms::default();
+        for t in &r.terms {
+            // a term stored twice (a damaged store) keeps its first id
+            let _ = terms.push(t);
+        }
         Vocabulary {
-            keys: terms.iter().map(|t| term_key(t)).collect(),
             terms,
             df: r.df,
             last_seen: r.last_seen,
             docs_seen: r.docs_seen,
             max_terms: r.max_terms,
-            index,
         }
     }
 }
@@ -145,13 +153,11 @@ impl Vocabulary {
     /// An empty vocabulary holding at most `max_terms` terms (`max_terms ≥ 1`).
     pub fn new(max_terms: usize) -> Self {
         Vocabulary {
-            terms: Vec::new(),
-            keys: Vec::new(),
+            terms: Terms::default(),
             df: Vec::new(),
             last_seen: Vec::new(),
             docs_seen: 0,
             max_terms: max_terms.max(1),
-            index: HashMap::new(),
         }
     }
 
@@ -159,7 +165,7 @@ impl Vocabulary {
         self.terms.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.terms.is_empty()
+        self.terms.len() == 0
     }
     pub fn max_terms(&self) -> usize {
         self.max_terms
@@ -169,14 +175,14 @@ impl Vocabulary {
         self.docs_seen
     }
     pub fn id(&self, term: &str) -> Option<u32> {
-        self.index.get(term).copied()
+        self.terms.find(term)
     }
     pub fn term(&self, id: u32) -> &str {
-        &self.terms[id as usize]
+        self.terms.get(id)
     }
     /// The document memory's key of term `id`: `term_key(self.term(id))`.
     pub fn key(&self, id: u32) -> u64 {
-        self.keys[id as usize]
+        self.terms.key(id)
     }
     pub fn df(&self, id: u32) -> u64 {
         self.df[id as usize]
@@ -188,7 +194,7 @@ impl Vocabulary {
             .iter()
             .zip(&self.df)
             .zip(&self.last_seen)
-            .map(|((t, &d), &l)| (&**t, d, l))
+            .map(|((t, &d), &l)| (t, d, l))
     }
 
     /// Rebuild a vocabulary from [`Vocabulary::entries`]. Fails on a duplicate term or a zero
@@ -203,12 +209,9 @@ impl Vocabulary {
             if d == 0 {
                 return Err(format!("term `{t}` has document frequency 0"));
             }
-            let t: Arc<str> = Arc::from(t);
-            if v.index.insert(t.clone(), v.terms.len() as u32).is_some() {
+            if v.terms.push(&t).is_err() {
                 return Err(format!("term `{t}` appears twice"));
             }
-            v.keys.push(term_key(&t));
-            v.terms.push(t);
             v.df.push(d);
             v.last_seen.push(l);
         }
@@ -246,8 +249,8 @@ impl Vocabulary {
             }
         }
         out.into_iter()
-            .map(|(t, c)| match self.index.get(t) {
-                Some(&id) => (Term::Known(id), c),
+            .map(|(t, c)| match self.id(t) {
+                Some(id) => (Term::Known(id), c),
                 None => (Term::New(t.to_string()), c),
             })
             .collect()
@@ -283,16 +286,11 @@ impl Vocabulary {
                 let id = match t {
                     Term::Known(id) => id,
                     // an earlier document of this batch may have added it
-                    Term::New(t) => match self.index.get(t.as_str()) {
-                        Some(&id) => id,
-                        None => {
-                            let id = self.terms.len() as u32;
-                            let t: Arc<str> = Arc::from(t);
-                            self.keys.push(term_key(&t));
-                            self.terms.push(t.clone());
+                    Term::New(t) => match self.terms.push(&t) {
+                        Err(id) => id,
+                        Ok(id) => {
                             self.df.push(0);
                             self.last_seen.push(timestep);
-                            self.index.insert(t, id);
                             id
                         }
                     },
@@ -379,16 +377,9 @@ impl Vocabulary {
                 k
             });
         }
-        retain(&mut self.terms, &keep);
-        retain(&mut self.keys, &keep);
+        self.terms.retain(&keep, &map);
         retain(&mut self.df, &keep);
         retain(&mut self.last_seen, &keep);
-        // the index follows the map in place: no key is hashed again
-        self.index.retain(|_, id| {
-            let n = map[*id as usize];
-            *id = n;
-            n != EVICTED
-        });
         map
     }
 }
@@ -396,6 +387,7 @@ impl Vocabulary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::term_key;
     use std::collections::HashSet;
 
     /// A seeded linear congruential generator: 31-bit draws.
@@ -471,7 +463,6 @@ mod tests {
 
     /// Every id's memory key is the key of its term string.
     fn assert_keys(v: &Vocabulary) {
-        assert_eq!(v.keys.len(), v.len());
         for id in 0..v.len() as u32 {
             assert_eq!(v.key(id), term_key(v.term(id)), "{}", v.term(id));
         }
@@ -521,7 +512,11 @@ mod tests {
         for id in 0..v.len() as u32 {
             assert_eq!(v.id(v.term(id)), Some(id));
         }
-        assert_eq!(v.index.len(), v.len(), "no evicted term left in the index");
+        assert_eq!(
+            v.terms.indexed(),
+            v.len(),
+            "no evicted term left in the index"
+        );
         assert_keys(&v);
     }
 
