@@ -3,8 +3,8 @@
 //!
 //! A vocabulary is copied once per step (the step is a function from the model before it to
 //! the model after it), so the copy must be cheap: here it is a copy of four flat buffers
-//! (the text, the ends, the keys, the table of ids), with no allocation or pointer per term to
-//! visit, and dropping one is freeing them. The table places a term by foldhash of its text,
+//! (the text, the ends, the keys, the table of ids), with no allocation or reference count per
+//! term, and dropping one is freeing them. The table places a term by foldhash of its text,
 //! seeded per process as the vocabulary's map was (no output depends on the table's order).
 
 use std::hash::BuildHasher;
@@ -49,9 +49,13 @@ fn room(len: usize) -> usize {
     (len / 16).max(1024)
 }
 
+/// The copy a step makes: the text, the ends and the keys with room for the batch's new terms
+/// (the text's room in bytes, at least 16 KiB); the table of ids as it is (it places every id
+/// again by its text only when it outgrows its own capacity).
 impl Clone for Terms {
     fn clone(&self) -> Terms {
-        let mut text = String::with_capacity(self.text.len() + room(self.text.len()));
+        let room_bytes = (self.text.len() / 16).max(16 * 1024);
+        let mut text = String::with_capacity(self.text.len() + room_bytes);
         text.push_str(&self.text);
         Terms {
             text,
@@ -111,14 +115,15 @@ impl Terms {
             .insert_unique(h, id, |&i| hasher.hash_one(term_at(text, ends, i)));
     }
 
-    /// Keep the terms with `keep[id]`, renumbered in their old order: `map[id]` is the new id
-    /// of each kept term (the caller's map of the same `keep`). O(text + len): no term is hashed
-    /// again.
-    pub(super) fn retain(&mut self, keep: &[bool], map: &[u32]) {
+    /// Keep the terms `map` keeps (`map[id]`: the new id of term `id`, or [`EVICTED`]), which
+    /// must number them `0..` in their old order; O(text + len): no term is hashed again.
+    pub(super) fn retain(&mut self, map: &[u32]) {
+        debug_assert_eq!(map.len(), self.len());
         let mut text = String::with_capacity(self.text.len());
         let mut ends = Vec::with_capacity(self.ends.len());
         let mut keys = Vec::with_capacity(self.keys.len());
-        for (id, _) in keep.iter().enumerate().filter(|(_, &k)| k) {
+        for (id, _) in map.iter().enumerate().filter(|(_, &n)| n != EVICTED) {
+            debug_assert_eq!(map[id] as usize, ends.len());
             text.push_str(self.get(id as u32));
             ends.push(text.len());
             keys.push(self.keys[id]);
@@ -225,7 +230,7 @@ mod tests {
                 next += 1;
             }
         }
-        t.retain(&keep, &map);
+        t.retain(&map);
         assert_eq!(t.len(), next as usize);
         for (i, w) in words.iter().enumerate() {
             if keep[i] {

@@ -37,7 +37,7 @@ pub const EVICTED: u32 = u32::MAX;
 /// key ([`term_key`](crate::memory::term_key)) is kept beside it, so that a batch's vectors are
 /// keyed for the document memory without reading or hashing the strings again.
 #[derive(Debug, Deserialize)]
-#[serde(from = "VocabRepr")]
+#[serde(try_from = "VocabRepr")]
 pub struct Vocabulary {
     /// The terms and their keys (the keys derived, not stored).
     terms: Terms,
@@ -47,7 +47,8 @@ pub struct Vocabulary {
     max_terms: usize,
 }
 
-/// The copy a step makes (see [`Terms`]'s): every buffer with room for the batch's new terms.
+/// The copy a step makes: every buffer with room for the batch's new terms (the table of ids
+/// is copied as it is).
 impl Clone for Vocabulary {
     fn clone(&self) -> Vocabulary {
         Vocabulary {
@@ -89,21 +90,39 @@ struct VocabRepr {
     max_terms: usize,
 }
 
-impl From<VocabRepr> for Vocabulary {
-    fn from(r: VocabRepr) -> Self {
-        let mut terms = Terms::default();
-        for t in &r.terms {
-            // a term stored twice (a damaged store) keeps its first id
-            let _ = terms.push(t);
+/// A stored vocabulary is refused unless it has one document frequency and one last-seen
+/// timestep per term and no term twice (every id would move after a repeated term).
+impl TryFrom<VocabRepr> for Vocabulary {
+    type Error = String;
+    fn try_from(r: VocabRepr) -> Result<Self, String> {
+        if r.df.len() != r.terms.len() || r.last_seen.len() != r.terms.len() {
+            return Err(format!(
+                "the stored vocabulary has {} terms, {} document frequencies and {} last-seen \
+                 timesteps",
+                r.terms.len(),
+                r.df.len(),
+                r.last_seen.len()
+            ));
         }
-        Vocabulary {
-            terms,
+        Ok(Vocabulary {
+            terms: interned(r.terms.iter().map(String::as_str))?,
             df: r.df,
             last_seen: r.last_seen,
             docs_seen: r.docs_seen,
             max_terms: r.max_terms,
+        })
+    }
+}
+
+/// `texts` with ids in their order; fails on a term given twice.
+fn interned<'a>(texts: impl Iterator<Item = &'a str>) -> Result<Terms, String> {
+    let mut terms = Terms::default();
+    for t in texts {
+        if terms.push(t).is_err() {
+            return Err(format!("term `{t}` appears twice"));
         }
     }
+    Ok(terms)
 }
 
 /// How term ids changed in one observation. Rows `0..old_len` of a term-indexed matrix move to
@@ -377,7 +396,7 @@ impl Vocabulary {
                 k
             });
         }
-        self.terms.retain(&keep, &map);
+        self.terms.retain(&map);
         retain(&mut self.df, &keep);
         retain(&mut self.last_seen, &keep);
         map
@@ -598,5 +617,100 @@ mod tests {
         assert_keys(&w);
         let entries = w.entries().map(|(t, d, l)| (t.to_string(), d, l)).collect();
         assert_keys(&Vocabulary::from_entries(entries, w.docs_seen(), 10).unwrap());
+    }
+
+    /// The plain stored form of a vocabulary, field by field.
+    #[derive(Serialize)]
+    struct Plain {
+        terms: Vec<String>,
+        df: Vec<u64>,
+        last_seen: Vec<u64>,
+        docs_seen: u64,
+        max_terms: usize,
+    }
+
+    fn plain(v: &Vocabulary) -> Plain {
+        Plain {
+            terms: v.entries().map(|(t, _, _)| t.to_string()).collect(),
+            df: v.entries().map(|(_, d, _)| d).collect(),
+            last_seen: v.entries().map(|(_, _, l)| l).collect(),
+            docs_seen: v.docs_seen(),
+            max_terms: v.max_terms(),
+        }
+    }
+
+    /// After evictions the stored bytes are those of the plain form (the terms in id order),
+    /// and they read back to the same ids.
+    #[test]
+    fn stored_form_is_the_plain_one_after_evictions() {
+        let mut v = Vocabulary::new(20);
+        for t in 0..6u64 {
+            let docs: Vec<Vec<String>> = (0..4)
+                .map(|d| toks(&format!("a{t} b{d} c{} common", (t + d) % 7)))
+                .collect();
+            v.observe(&docs, t);
+        }
+        assert!(v.len() <= 20 && v.id("common").is_some());
+        let bytes = postcard::to_stdvec(&v).unwrap();
+        assert_eq!(bytes, postcard::to_stdvec(&plain(&v)).unwrap());
+        let w: Vocabulary = postcard::from_bytes(&bytes).unwrap();
+        for id in 0..v.len() as u32 {
+            assert_eq!(w.id(v.term(id)), Some(id));
+        }
+        assert_keys(&w);
+    }
+
+    /// A stored vocabulary with a term twice, or with fewer frequencies or timesteps than
+    /// terms, is refused with what is wrong (every later id would move otherwise).
+    #[test]
+    fn damaged_stored_vocabularies_are_refused() {
+        let mut v = Vocabulary::new(10);
+        v.observe(&[toks("x y z")], 3);
+        let mut twice = plain(&v);
+        twice.terms[2] = "x".into();
+        let err = postcard::from_bytes::<Vocabulary>(&postcard::to_stdvec(&twice).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(!err.is_empty());
+        let repr = |p: &Plain| VocabRepr {
+            terms: p.terms.clone(),
+            df: p.df.clone(),
+            last_seen: p.last_seen.clone(),
+            docs_seen: p.docs_seen,
+            max_terms: p.max_terms,
+        };
+        let why = Vocabulary::try_from(repr(&twice)).unwrap_err();
+        assert!(why.contains("`x` appears twice"), "{why}");
+        let mut short = plain(&v);
+        short.df.pop();
+        let why = Vocabulary::try_from(repr(&short)).unwrap_err();
+        assert!(why.contains("3 terms, 2 document frequencies"), "{why}");
+        assert!(Vocabulary::try_from(repr(&plain(&v))).is_ok());
+    }
+
+    /// A step observes into a copy: the original keeps its terms, ids and counts, and the copy
+    /// ends as a vocabulary that observed the same batches itself.
+    #[test]
+    fn observing_a_copy_leaves_the_original() {
+        let mut v = Vocabulary::new(12);
+        v.observe(&[toks("a b c"), toks("b c d")], 0);
+        let before = postcard::to_stdvec(&v).unwrap();
+        let mut direct = Vocabulary::new(12);
+        direct.observe(&[toks("a b c"), toks("b c d")], 0);
+        let batch = [toks("c d e f g"), toks("h i j k l m")];
+        let mut copy = v.clone();
+        copy.observe(&batch, 1);
+        direct.observe(&batch, 1);
+        assert_eq!(postcard::to_stdvec(&v).unwrap(), before);
+        assert_eq!(v.id("e"), None);
+        assert_eq!(
+            postcard::to_stdvec(&copy).unwrap(),
+            postcard::to_stdvec(&direct).unwrap()
+        );
+        assert!(
+            copy.len() < 13 && copy.id("m").is_some(),
+            "the copy evicted"
+        );
+        assert_keys(&copy);
     }
 }
