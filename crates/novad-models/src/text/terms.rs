@@ -36,17 +36,18 @@ fn term_at<'a>(text: &'a str, ends: &[usize], id: u32) -> &'a str {
     &text[start..ends[i]]
 }
 
-/// A copy of `v` with room for `room(v.len())` more elements: a step copies the vocabulary and
-/// then adds the batch's new terms, which would otherwise move every buffer once more.
+/// A copy of `v` with room for a sixteenth more elements, at least 1,024: a step copies the
+/// vocabulary and then adds the batch's new terms, which would otherwise move every buffer
+/// once more.
 pub(super) fn copy_with_room<T: Clone>(v: &[T]) -> Vec<T> {
-    let mut out = Vec::with_capacity(v.len() + room(v.len()));
+    let mut out = Vec::with_capacity(with_room(v.len(), 1024));
     out.extend_from_slice(v);
     out
 }
 
-/// The room a copy leaves for new elements: a sixteenth more, at least 1,024.
-fn room(len: usize) -> usize {
-    (len / 16).max(1024)
+/// `len` and a sixteenth more, at least `len + least`.
+fn with_room(len: usize, least: usize) -> usize {
+    len + (len / 16).max(least)
 }
 
 /// The copy a step makes: the text, the ends and the keys with room for the batch's new terms
@@ -54,8 +55,7 @@ fn room(len: usize) -> usize {
 /// again by its text only when it outgrows its own capacity).
 impl Clone for Terms {
     fn clone(&self) -> Terms {
-        let room_bytes = (self.text.len() / 16).max(16 * 1024);
-        let mut text = String::with_capacity(self.text.len() + room_bytes);
+        let mut text = String::with_capacity(with_room(self.text.len(), 16 * 1024));
         text.push_str(&self.text);
         Terms {
             text,
@@ -90,6 +90,12 @@ impl Terms {
     /// The id of `term` looked for where hash `h` places it.
     fn find_hashed(&self, term: &str, h: u64) -> Option<u32> {
         self.table.find(h, |&id| self.get(id) == term).copied()
+    }
+
+    /// [`Self::push`] of a term that must be new: the error says it appears twice.
+    pub(super) fn push_new(&mut self, term: &str) -> Result<u32, String> {
+        self.push(term)
+            .map_err(|_| format!("term `{term}` appears twice"))
     }
 
     /// Add `term` with the next id and return it; `Err` with the id it has when it is held

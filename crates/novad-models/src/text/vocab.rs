@@ -104,25 +104,18 @@ impl TryFrom<VocabRepr> for Vocabulary {
                 r.last_seen.len()
             ));
         }
+        let mut terms = Terms::default();
+        for t in &r.terms {
+            terms.push_new(t)?;
+        }
         Ok(Vocabulary {
-            terms: interned(r.terms.iter().map(String::as_str))?,
+            terms,
             df: r.df,
             last_seen: r.last_seen,
             docs_seen: r.docs_seen,
             max_terms: r.max_terms,
         })
     }
-}
-
-/// `texts` with ids in their order; fails on a term given twice.
-fn interned<'a>(texts: impl Iterator<Item = &'a str>) -> Result<Terms, String> {
-    let mut terms = Terms::default();
-    for t in texts {
-        if terms.push(t).is_err() {
-            return Err(format!("term `{t}` appears twice"));
-        }
-    }
-    Ok(terms)
 }
 
 /// How term ids changed in one observation. Rows `0..old_len` of a term-indexed matrix move to
@@ -228,9 +221,7 @@ impl Vocabulary {
             if d == 0 {
                 return Err(format!("term `{t}` has document frequency 0"));
             }
-            if v.terms.push(&t).is_err() {
-                return Err(format!("term `{t}` appears twice"));
-            }
+            v.terms.push_new(&t)?;
             v.df.push(d);
             v.last_seen.push(l);
         }
