@@ -82,6 +82,8 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot start the step's threads: {0}")]
+    Pool(String),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
     #[error("the store holds a {0} model, which runs on one node only; the cluster mode is for the l1 model")]
@@ -96,7 +98,23 @@ fn now_ms() -> i64 {
 /// (status 0). A second signal exits at once (status 130); the store is consistent either way
 /// (a timestep is one transaction).
 pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
+    let _pool = stepping_pool()?;
     run_with(cfg, None)
+}
+
+/// Makes the calling thread, the one that steps the model, a worker of a rayon pool of its
+/// own (`RAYON_NUM_THREADS` threads, this one among them): the step's parallel work then
+/// starts on this thread and is shared from here, instead of being handed to the global pool
+/// and waited for — a wake-up and a sleep on each side for every parallel part of a step, and
+/// with one thread the whole step on one thread. Other threads (the committer, HTTP) keep the
+/// global pool. Keep the pool while the thread steps; rayon keeps its registry for the
+/// thread's life.
+pub fn stepping_pool() -> Result<rayon::ThreadPool, DaemonError> {
+    rayon::ThreadPoolBuilder::new()
+        .use_current_thread()
+        .thread_name(|i| format!("novad-step-{i}"))
+        .build()
+        .map_err(|e| DaemonError::Pool(e.to_string()))
 }
 
 /// [`run`] as the leader of a cluster: every step is shared with `replicas` (see
