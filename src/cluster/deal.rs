@@ -4,43 +4,73 @@
 //! workers), so every worker deals the same hands; no output depends on them. Work that is
 //! stolen ([`super::pool`]) starts from these hands; work that is not (the search's
 //! documents, the update's rows) is dealt with a lighter hand for a worker that has other
-//! work in the step ([`deal_lighter`]).
+//! work in the step ([`deal_lighter`]): that work is a fixed amount, not a share of the
+//! batch, so it is weighed against the whole batch's cost and weighs as much with two workers
+//! as with eight.
 
 use novad_models::l1::dictionary::{deal, deal_after, UpdateJob, LOGICAL_SHARDS};
 use novad_models::l1::replicate::CodingJob;
 
 use super::protocol::{finder, LeadTerms};
 
+/// A part of a batch's whole cost (of every shard together): `Part(n, d)` is n/d of it.
+#[derive(Debug, Clone, Copy)]
+struct Part(u64, u64);
+
+impl Part {
+    /// One worker's even share of the batch among `peers`.
+    fn share(peers: usize) -> Part {
+        Part(1, peers.max(1) as u64)
+    }
+}
+
 /// The logical shards dealt out to `peers` workers by `costs` ([`deal_after`]) when some
-/// have other work to do besides: worker w of `extra` (w, h) has work worth h halves of one
-/// worker's share (the total cost over the workers), so its hand is that much lighter and
-/// every worker's total comes out even. Entries for workers beyond `peers` are ignored; a
-/// worker alone takes every shard.
+/// have other work to do besides: worker w of `extra` (w, p) has work worth the part p of
+/// the whole batch's cost, so its hand is that much lighter — none at all when that work
+/// outweighs an even share — and every worker's total comes out even. Entries for workers
+/// beyond `peers` are ignored; a worker alone takes every shard.
 fn deal_lighter(
     costs: &[u64; LOGICAL_SHARDS],
     peers: usize,
-    extra: &[(usize, u64)],
+    extra: &[(usize, Part)],
 ) -> Vec<Vec<usize>> {
     let mut before = vec![0u64; peers.max(1)];
     if peers > 1 {
-        let share = costs.iter().sum::<u64>() / peers as u64;
-        for &(w, halves) in extra {
+        let total = costs.iter().sum::<u64>();
+        for &(w, Part(n, d)) in extra {
             if let Some(b) = before.get_mut(w) {
-                *b = b.saturating_add(share.saturating_mul(halves) / 2);
+                *b = b.saturating_add(total.saturating_mul(n) / d.max(1));
             }
         }
     }
     deal_after(costs, &before)
 }
 
+/// The leader's other work in a step (the last timestep's records and commit, its store's
+/// committer thread, the events, reading the next file, the judgement): a fixed amount, so a
+/// fixed part of a batch's search and, apart from it, of the update's rows, half of each.
+/// Set where the leader's CPU per step comes out level with the replicas' with two and with
+/// four processes (`bench_cluster`, docs/RESULTS.md, "Several processes"): with two
+/// processes this is one worker's share, with four it leaves the leader no search and next
+/// to no rows.
+const LEADER_WORK: Part = Part(1, 2);
+
+/// The finder's other work ([`finder`]: the plan of the step's atom refresh; with two
+/// processes it is also the replica that tokenises most of a batch sent ahead) as a part of
+/// the update's rows: one worker's share, set likewise — a quarter of the rows with two
+/// processes left the finder the busier of the two, three eighths with four the lightest.
+fn finder_work(peers: usize) -> Part {
+    Part::share(peers)
+}
+
 /// The logical shards of worker `index` of `peers`: it searches the memory for their batch
-/// documents. The leader's other work in a step (the last timestep's commit, the next file,
-/// the judgement) counts as one worker's share of the search ([`deal_lighter`], one unit of
-/// cost per shard), so it searches for fewer documents than a replica; the same hands on
-/// every worker. (The coding, with which the search shares its rounds, is work-stolen: a
+/// documents. The leader's other work in a step counts as half of the search
+/// ([`LEADER_WORK`], [`deal_lighter`], one unit of cost per shard), so it searches for fewer
+/// documents than a replica, from three workers on for none; the same hands on every
+/// worker. (The coding, with which the search shares its rounds, is work-stolen: a
 /// worker with less to search codes more, see [`super::pool`].)
 pub(super) fn my_shards(index: usize, peers: usize) -> Vec<usize> {
-    let mut hands = deal_lighter(&[1; LOGICAL_SHARDS], peers, &[(0, 2)]);
+    let mut hands = deal_lighter(&[1; LOGICAL_SHARDS], peers, &[(0, LEADER_WORK)]);
     if index < hands.len() {
         hands.swap_remove(index)
     } else {
@@ -59,76 +89,106 @@ pub(super) fn coding_deal(job: &CodingJob<'_>, peers: usize) -> Vec<Vec<usize>> 
 
 /// Every worker's hand of the logical shards of Â's rows whose gradient rows it computes in
 /// the update of `job` (of `peers` workers), dealt out by their predicted cost
-/// ([`UpdateJob::shard_costs`], [`deal_lighter`]): the leader's other work in a step (the last
-/// timestep's commit, the next file, the judgement, the events) counts as one worker's share,
-/// and so does the finder's ([`finder`]: the plan of the step's atom refresh, which it works
-/// out before its rows — each step with the default parameters), so they compute fewer rows
-/// than the other replicas. The same hands on every worker.
+/// ([`UpdateJob::shard_costs`], [`deal_lighter`]): the leader's other work in a step counts as
+/// half of the rows ([`LEADER_WORK`]) and the finder's ([`finder`]: the plan of the step's
+/// atom refresh, which it works out before its rows — each step with the default parameters)
+/// as one worker's share ([`finder_work`]), so they compute fewer rows than the other
+/// replicas. The same hands on every worker.
 pub(super) fn row_deal(job: &UpdateJob<'_>, peers: usize) -> Vec<Vec<usize>> {
-    deal_lighter(&job.shard_costs(), peers, &[(0, 2), (finder(peers), 2)])
+    let extra = [(0, LEADER_WORK), (finder(peers), finder_work(peers))];
+    deal_lighter(&job.shard_costs(), peers, &extra)
 }
 
 /// Every worker's logical shards to tokenise of a batch whose shards' texts have these bytes
 /// ([`TermJob::shard_costs`](novad_models::l1::replicate::TermJob::shard_costs)), dealt out
 /// evenly ([`deal_lighter`]) but for the leader's other work meanwhile (see
-/// [`crate::ingest::Replicas::step`]), which counts as `lead`: with [`LeadTerms::Less`] it takes a quarter of the batch with one replica, with
-/// [`LeadTerms::Little`] an eighth. Work stealing evens out the rest ([`super::pool`]).
+/// [`crate::ingest::Replicas::step`]), which counts as `lead`: [`LeadTerms::Less`] as half of
+/// the batch's tokenising (with one replica the leader takes a quarter of the batch, with
+/// more next to none), [`LeadTerms::Little`] as three quarters (an eighth of the batch with
+/// one replica, none with two or more). Work stealing evens out the rest ([`super::pool`]).
 pub(super) fn term_deal(
     costs: &[u64; LOGICAL_SHARDS],
     peers: usize,
     lead: LeadTerms,
 ) -> Vec<Vec<usize>> {
-    let halves = match lead {
-        LeadTerms::Share => 0,
-        LeadTerms::Less => 2,
-        LeadTerms::Little => 3,
+    let part = match lead {
+        LeadTerms::Share => Part(0, 1),
+        LeadTerms::Less => Part(1, 2),
+        LeadTerms::Little => Part(3, 4),
     };
-    deal_lighter(costs, peers, &[(0, halves)])
+    deal_lighter(costs, peers, &[(0, part)])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Dealt with other work worth h halves of a share, the leader's hand and that work come
-    /// out even with a replica's hand (within the largest shard), every shard dealt once; a
-    /// second worker with other work gets a lighter hand too.
+    /// Dealt with other work worth e eighths of the batch, the leader's hand and that work
+    /// come out even with a replica's hand (within the largest shard), every shard dealt
+    /// once; a second worker with other work gets a lighter hand too; the same other work
+    /// leaves the leader a smaller part of the batch the more workers share it.
     #[test]
     fn a_worker_with_other_work_gets_a_lighter_hand() {
         // uneven costs: shard s costs 50 + s
         let costs: [u64; LOGICAL_SHARDS] = std::array::from_fn(|s| 50 + s as u64);
         let total: u64 = costs.iter().sum();
-        for peers in 2..=6 {
-            for halves in 0..=3 {
-                let hands = deal_lighter(&costs, peers, &[(0, halves)]);
+        for eighths in 0..=6 {
+            let mut part = u64::MAX;
+            for peers in 2..=6 {
+                let hands = deal_lighter(&costs, peers, &[(0, Part(eighths, 8))]);
                 let mut all: Vec<usize> = hands.concat();
                 all.sort_unstable();
                 assert_eq!(all, (0..LOGICAL_SHARDS).collect::<Vec<_>>());
                 let load = |w: usize| hands[w].iter().map(|&s| costs[s]).sum::<u64>();
-                let before = total / peers as u64 * halves / 2;
+                let before = total * eighths / 8;
                 let biggest = *costs.iter().max().unwrap();
                 for w in 1..peers {
                     let (lead, other) = (before + load(0), load(w));
                     // a leader whose other work outweighs a share gets nothing at all
                     if load(0) > 0 {
-                        assert!(lead.abs_diff(other) <= biggest, "{peers} {halves}: {w}");
+                        assert!(lead.abs_diff(other) <= biggest, "{peers} {eighths}: {w}");
                     } else {
-                        assert!(other <= lead + biggest, "{peers} {halves}: {w}");
+                        assert!(other <= lead + biggest, "{peers} {eighths}: {w}");
                     }
                 }
-                if halves > 0 {
-                    assert!(load(0) < load(1), "{peers} {halves}");
+                if eighths > 0 {
+                    assert!(load(0) < load(1), "{peers} {eighths}");
+                    assert!(load(0) <= part, "{peers} {eighths}");
                 }
+                part = load(0);
             }
         }
-        let one = deal_lighter(&costs, 1, &[(0, 3), (1, 2)]);
+        let one = deal_lighter(&costs, 1, &[(0, Part(3, 8)), (1, Part(1, 4))]);
         assert_eq!(one, vec![(0..LOGICAL_SHARDS).collect::<Vec<_>>()]);
         for peers in 3..=6 {
-            let hands = deal_lighter(&costs, peers, &[(0, 2), (peers - 1, 2), (peers, 9)]);
+            let share = Part::share(peers);
+            let hands = deal_lighter(
+                &costs,
+                peers,
+                &[(0, share), (peers - 1, share), (peers, share)],
+            );
             let load = |w: usize| hands[w].iter().map(|&s| costs[s]).sum::<u64>();
             assert_eq!(hands.concat().len(), LOGICAL_SHARDS);
             assert!(load(peers - 1) < load(1), "{peers}");
             assert!(load(0).abs_diff(load(peers - 1)) <= 2 * costs[LOGICAL_SHARDS - 1]);
+        }
+    }
+
+    /// The leader's other work is a fixed part of the search: with one replica it searches
+    /// for a quarter of the batch's shards, with two or more replicas for none;
+    /// every shard is searched once, the same hands on every worker.
+    #[test]
+    fn the_leaders_search_shrinks_as_workers_are_added() {
+        for peers in 1..=6 {
+            let mut all: Vec<usize> = (0..peers).flat_map(|w| my_shards(w, peers)).collect();
+            all.sort_unstable();
+            assert_eq!(all, (0..LOGICAL_SHARDS).collect::<Vec<_>>(), "{peers}");
+        }
+        assert_eq!(my_shards(0, 1).len(), LOGICAL_SHARDS);
+        assert_eq!(my_shards(0, 2).len(), LOGICAL_SHARDS / 4);
+        assert_eq!(my_shards(1, 2).len(), 3 * LOGICAL_SHARDS / 4);
+        for peers in 3..=6 {
+            assert!(my_shards(0, peers).is_empty(), "{peers}");
         }
     }
 
@@ -152,5 +212,6 @@ mod tests {
             assert_eq!(share(1, lead), LOGICAL_SHARDS);
         }
         assert_eq!(share(3, LeadTerms::Little), 0);
+        assert_eq!(share(4, LeadTerms::Less), 0);
     }
 }
