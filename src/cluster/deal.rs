@@ -4,9 +4,9 @@
 //! workers), so every worker deals the same hands; no output depends on them. Work that is
 //! stolen ([`super::pool`]) starts from these hands; work that is not (the search's
 //! documents, the update's rows) is dealt with a lighter hand for a worker that has other
-//! work in the step ([`deal_lighter`]): that work is a fixed amount, not a share of the
-//! batch, so it is weighed against the whole batch's cost and weighs as much with two workers
-//! as with eight.
+//! work in the step ([`deal_lighter`]), that work weighed as a part of the whole batch's
+//! cost: the leader's is a fixed amount, so a fixed part, as heavy with two workers as with
+//! eight; the finder's is set as one worker's share.
 
 use novad_models::l1::dictionary::{deal, deal_after, UpdateJob, LOGICAL_SHARDS};
 use novad_models::l1::replicate::CodingJob;
@@ -27,7 +27,7 @@ impl Part {
 /// The logical shards dealt out to `peers` workers by `costs` ([`deal_after`]) when some
 /// have other work to do besides: worker w of `extra` (w, p) has work worth the part p of
 /// the whole batch's cost, so its hand is that much lighter — none at all when that work
-/// outweighs an even share — and every worker's total comes out even. Entries for workers
+/// reaches what the others end at — and every worker's total comes out even. Entries for workers
 /// beyond `peers` are ignored; a worker alone takes every shard.
 fn deal_lighter(
     costs: &[u64; LOGICAL_SHARDS],
@@ -126,7 +126,7 @@ mod tests {
     /// Dealt with other work worth e eighths of the batch, the leader's hand and that work
     /// come out even with a replica's hand (within the largest shard), every shard dealt
     /// once; a second worker with other work gets a lighter hand too; the same other work
-    /// leaves the leader a smaller part of the batch the more workers share it.
+    /// leaves the leader no larger a part of the batch the more workers share it.
     #[test]
     fn a_worker_with_other_work_gets_a_lighter_hand() {
         // uneven costs: shard s costs 50 + s
@@ -176,7 +176,7 @@ mod tests {
 
     /// The leader's other work is a fixed part of the search: with one replica it searches
     /// for a quarter of the batch's shards, with two or more replicas for none;
-    /// every shard is searched once, the same hands on every worker.
+    /// every shard is searched once.
     #[test]
     fn the_leaders_search_shrinks_as_workers_are_added() {
         for peers in 1..=6 {
@@ -194,7 +194,8 @@ mod tests {
 
     /// The leader's part of the tokenising shrinks with its other work: with one replica and
     /// even shards, a half, a quarter, an eighth; every shard is dealt once; a leader alone
-    /// takes them all; two replicas leave a leader with `Little` to do nothing.
+    /// takes them all; two replicas leave a leader with `Little` to do nothing, three one
+    /// with `Less`.
     #[test]
     fn the_leaders_part_of_the_tokenising_follows_its_other_work() {
         let costs = [100u64; LOGICAL_SHARDS];

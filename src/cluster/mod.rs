@@ -269,7 +269,7 @@ pub fn run(cfg: &RunConfig, cluster: &ClusterConfig) -> Result<(), ClusterError>
         Box::new(guard),
         timely::WorkerConfig::default(),
         move |worker| -> Result<(), ClusterError> {
-            let _pool = crate::daemon::stepping_pool()?;
+            let _pool = crate::daemon::stepping_pool(local)?;
             let gather = net::Gather::new(worker, local);
             if gather.index() == 0 {
                 let leader = Rc::new(RefCell::new(sides::Leader::new(gather)));

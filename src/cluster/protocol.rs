@@ -95,11 +95,11 @@ pub enum Lead {
 pub enum LeadTerms {
     /// A worker's share: it has nothing else to do meanwhile.
     Share,
-    /// Less: it writes the last timestep's records and commit meanwhile, counted as one
-    /// worker's share of the batch's bytes.
+    /// Less: it writes the last timestep's records and commit meanwhile, counted as half of
+    /// the batch's bytes (a quarter of the batch with one replica).
     Less,
     /// Little: the batch went out at the end of the step before, and the leader finishes
-    /// that step while the replicas tokenise, counted as three halves of one worker's share
+    /// that step while the replicas tokenise, counted as three quarters of the batch's bytes
     /// (an eighth of the batch with one replica). When the leader also has the last
     /// timestep's records to write or the next file to read, its part of the terms round goes
     /// out empty before that work and the replicas take its hand too

@@ -83,7 +83,7 @@ pub enum DaemonError {
         source: std::io::Error,
     },
     #[error("cannot start the step's threads: {0}")]
-    Pool(String),
+    Pool(#[source] rayon::ThreadPoolBuildError),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
     #[error("the store holds a {0} model, which runs on one node only; the cluster mode is for the l1 model")]
@@ -98,23 +98,32 @@ fn now_ms() -> i64 {
 /// (status 0). A second signal exits at once (status 130); the store is consistent either way
 /// (a timestep is one transaction).
 pub fn run(cfg: &RunConfig) -> Result<(), DaemonError> {
-    let _pool = stepping_pool()?;
+    let _pool = stepping_pool(1)?;
     run_with(cfg, None)
 }
 
 /// Makes the calling thread, the one that steps the model, a worker of a rayon pool of its
-/// own (`RAYON_NUM_THREADS` threads, this one among them): the step's parallel work then
-/// starts on this thread and is shared from here, instead of being handed to the global pool
-/// and waited for — a wake-up and a sleep on each side for every parallel part of a step, and
-/// with one thread the whole step on one thread. Other threads (the committer, HTTP) keep the
-/// global pool. Keep the pool while the thread steps; rayon keeps its registry for the
-/// thread's life.
-pub fn stepping_pool() -> Result<rayon::ThreadPool, DaemonError> {
+/// own, this thread among its threads: the step's parallel work then starts on this thread
+/// and is shared from here, instead of being handed to the global pool and waited for — a
+/// wake-up and a sleep on each side for every parallel part of a step, and with one thread
+/// the whole step on one thread. The pool has the threads rayon's global pool would have
+/// (`RAYON_NUM_THREADS`, else one per available core) divided among the `steppers` threads
+/// of the process that each call this (a cluster process's local workers), at least one.
+/// Other threads keep the global pool. Keep the pool while the thread steps: once it is
+/// dropped the thread stays registered to it (rayon keeps the registry for the thread's
+/// life), its parallel work then runs on it alone, and a second call on it fails.
+pub fn stepping_pool(steppers: usize) -> Result<rayon::ThreadPool, DaemonError> {
+    let threads = std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     rayon::ThreadPoolBuilder::new()
+        .num_threads((threads / steppers.max(1)).max(1))
         .use_current_thread()
         .thread_name(|i| format!("novad-step-{i}"))
         .build()
-        .map_err(|e| DaemonError::Pool(e.to_string()))
+        .map_err(DaemonError::Pool)
 }
 
 /// [`run`] as the leader of a cluster: every step is shared with `replicas` (see
