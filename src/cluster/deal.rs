@@ -27,8 +27,8 @@ impl Part {
 /// The logical shards dealt out to `peers` workers by `costs` ([`deal_after`]) when some
 /// have other work to do besides: worker w of `extra` (w, p) has work worth the part p of
 /// the whole batch's cost, so its hand is that much lighter — none at all when that work
-/// reaches what the others end at — and every worker's total comes out even. Entries for workers
-/// beyond `peers` are ignored; a worker alone takes every shard.
+/// reaches what the others end at — and every worker's total comes out even. Entries for
+/// workers beyond `peers` are ignored; a worker alone takes every shard.
 fn deal_lighter(
     costs: &[u64; LOGICAL_SHARDS],
     peers: usize,
@@ -144,7 +144,7 @@ mod tests {
                 let biggest = *costs.iter().max().unwrap();
                 for w in 1..peers {
                     let (lead, other) = (before + load(0), load(w));
-                    // a leader whose other work outweighs a share gets nothing at all
+                    // a leader whose other work reaches what the others end at gets nothing
                     if load(0) > 0 {
                         assert!(lead.abs_diff(other) <= biggest, "{peers} {eighths}: {w}");
                     } else {
