@@ -7,8 +7,9 @@
 //! Each connection runs, the dialling process (the *initiator*, the higher process index)
 //! first:
 //!
-//! 1. initiator → listener: its hello — magic, its process index, the number of processes,
-//!    the workers per process, a fresh 32-byte nonce;
+//! 1. initiator → listener: its hello — magic, the version of the cluster's messages
+//!    ([`PROTOCOL`]), its process index, the number of processes, the workers per process, a
+//!    fresh 32-byte nonce;
 //! 2. listener → initiator: its own hello (with its own fresh nonce) and its proof, the keyed
 //!    hash of "listener proves to initiator" followed by both hellos;
 //! 3. initiator → listener, once the listener's proof checks out: its proof, the keyed hash
@@ -16,8 +17,8 @@
 //! 4. listener → initiator, once that proof checks out and the process is one it still waits
 //!    for: one byte, accepted.
 //!
-//! A proof binds both nonces, both process indices, the direction and the cluster's shape
-//! (processes × workers), so a recorded transcript cannot be replayed (the other side's nonce
+//! A proof binds both nonces, both process indices, the direction, both protocol versions and
+//! the cluster's shape (processes × workers), so a recorded transcript cannot be replayed (the other side's nonce
 //! is new every time) and a proof cannot be reflected back to the process that made it (the
 //! direction differs). Proofs are compared as [`blake3::Hash`]es, whose `==` takes constant
 //! time. Only after both proofs are checked is the socket handed to timely.
@@ -51,12 +52,23 @@ const MAX_KEY_BYTES: u64 = 64 * 1024;
 /// The context string of the handshake key's derivation; a new protocol gets a new one.
 const KEY_CONTEXT: &str = "novad cluster v1";
 
-/// First bytes of every connection between two processes of a cluster (the protocol with
-/// proofs; processes of the earlier protocol, `novadcl1`, are refused as strangers).
-const MAGIC: &[u8; 8] = b"novadcl2";
+/// First bytes of every connection between two processes of a cluster: the handshake with
+/// proofs and the messages' version.
+const MAGIC: &[u8; 8] = b"novadcl3";
 
-/// Bytes of a hello: magic, index, processes, workers, nonce.
-const HELLO_LEN: usize = 8 + 3 * 8 + 32;
+/// The magics of earlier handshakes (`novadcl1` without proofs, `novadcl2` without the
+/// messages' version): a peer that sends one runs an earlier build.
+const EARLIER: [&[u8; 8]; 2] = [b"novadcl1", b"novadcl2"];
+
+/// The version of what the processes of a cluster say to each other after the handshake: the
+/// rounds of a step, their messages and the deal of the work among the workers (every worker
+/// works out every worker's hand, so two builds that deal differently cannot share a step).
+/// Raised with any change to them; processes of different versions refuse each other at
+/// connect, after both proved the key.
+pub const PROTOCOL: u64 = 1;
+
+/// Bytes of a hello: magic, protocol, index, processes, workers, nonce.
+const HELLO_LEN: usize = 8 + 4 * 8 + 32;
 
 /// Bytes of a proof.
 const PROOF_LEN: usize = blake3::OUT_LEN;
@@ -201,6 +213,8 @@ pub enum HandshakeError {
     Io { stage: &'static str, why: String },
     #[error("not a novad cluster process (wrong magic)")]
     NotNovad,
+    #[error("runs an earlier build of novad (cluster handshake {0}): every process of a cluster must run the same build")]
+    Earlier(String),
     #[error("did not prove the cluster key (a different key, or a replayed handshake)")]
     BadProof,
     #[error("did not accept this process")]
@@ -237,6 +251,7 @@ fn io(stage: &'static str) -> impl Fn(std::io::Error) -> HandshakeError {
 /// A hello: what a process says about itself, with a fresh nonce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Hello {
+    protocol: u64,
     index: usize,
     processes: usize,
     workers: usize,
@@ -247,36 +262,61 @@ impl Hello {
     fn fresh(me: Shape) -> Result<[u8; HELLO_LEN], HandshakeError> {
         let mut b = [0u8; HELLO_LEN];
         b[..8].copy_from_slice(MAGIC);
-        for (i, v) in [me.process, me.processes, me.workers]
-            .into_iter()
-            .enumerate()
-        {
-            b[8 + 8 * i..16 + 8 * i].copy_from_slice(&(v as u64).to_be_bytes());
+        let fields = [
+            PROTOCOL,
+            me.process as u64,
+            me.processes as u64,
+            me.workers as u64,
+        ];
+        for (i, v) in fields.into_iter().enumerate() {
+            b[8 + 8 * i..16 + 8 * i].copy_from_slice(&v.to_be_bytes());
         }
         rand::rngs::OsRng
-            .try_fill_bytes(&mut b[32..])
+            .try_fill_bytes(&mut b[40..])
             .map_err(|e| HandshakeError::Random(e.to_string()))?;
         Ok(b)
     }
 
-    /// The hello in `b`, if it starts with the magic.
-    fn parse(b: &[u8; HELLO_LEN]) -> Result<Hello, HandshakeError> {
+    /// A peer's hello read from `s`: its magic first, so that a stranger or an earlier build
+    /// is told apart before more is read (an earlier hello is shorter; reading a whole one
+    /// would wait for bytes that never come).
+    fn read(s: &mut TcpStream) -> Result<[u8; HELLO_LEN], HandshakeError> {
+        let mut b = [0u8; HELLO_LEN];
+        s.read_exact(&mut b[..8])
+            .map_err(io("waiting for the hello"))?;
         if &b[..8] != MAGIC {
-            return Err(HandshakeError::NotNovad);
+            return Err(match EARLIER.iter().find(|m| b[..8] == m[..]) {
+                Some(m) => HandshakeError::Earlier(String::from_utf8_lossy(&m[..]).into_owned()),
+                None => HandshakeError::NotNovad,
+            });
         }
-        let field = |i: usize| {
-            let v = u64::from_be_bytes(b[8 + 8 * i..16 + 8 * i].try_into().expect("8 bytes"));
-            usize::try_from(v).unwrap_or(usize::MAX)
-        };
-        Ok(Hello {
-            index: field(0),
-            processes: field(1),
-            workers: field(2),
-        })
+        s.read_exact(&mut b[8..])
+            .map_err(io("waiting for the hello"))?;
+        Ok(b)
     }
 
-    /// Unless the peer runs the same shape as `me`: why not.
+    /// The hello in `b` (read by [`Self::read`], so it starts with the magic).
+    fn parse(b: &[u8; HELLO_LEN]) -> Hello {
+        let field =
+            |i: usize| u64::from_be_bytes(b[8 + 8 * i..16 + 8 * i].try_into().expect("8 bytes"));
+        let size = |i: usize| usize::try_from(field(i)).unwrap_or(usize::MAX);
+        Hello {
+            protocol: field(0),
+            index: size(1),
+            processes: size(2),
+            workers: size(3),
+        }
+    }
+
+    /// Unless the peer speaks this build's [`PROTOCOL`] and runs the same shape as `me`: why
+    /// not.
     fn same_shape(&self, me: Shape) -> Result<(), HandshakeError> {
+        if self.protocol != PROTOCOL {
+            return Err(HandshakeError::Misconfigured(format!(
+                "it speaks version {} of the cluster's messages, this one version {PROTOCOL}: every process of a cluster must run the same build",
+                self.protocol
+            )));
+        }
         if self.processes != me.processes || self.workers != me.workers {
             return Err(HandshakeError::Misconfigured(format!(
                 "it runs {} processes × {} workers, this one {} × {}",
@@ -309,10 +349,8 @@ pub fn initiate(
 ) -> Result<(), HandshakeError> {
     let mine = Hello::fresh(me)?;
     s.write_all(&mine).map_err(io("sending the hello"))?;
-    let mut theirs = [0u8; HELLO_LEN];
-    s.read_exact(&mut theirs)
-        .map_err(io("waiting for the hello"))?;
-    let hello = Hello::parse(&theirs)?;
+    let theirs = Hello::read(s)?;
+    let hello = Hello::parse(&theirs);
     let mut proof = [0u8; PROOF_LEN];
     s.read_exact(&mut proof)
         .map_err(io("waiting for the proof"))?;
@@ -344,10 +382,8 @@ pub fn initiate(
 /// proof checked out. The peer is not yet told it is accepted: the caller calls [`accept`]
 /// (or drops the connection). The caller sets the socket's timeouts.
 pub fn answer(s: &mut TcpStream, key: &ClusterKey, me: Shape) -> Result<usize, HandshakeError> {
-    let mut theirs = [0u8; HELLO_LEN];
-    s.read_exact(&mut theirs)
-        .map_err(io("waiting for the hello"))?;
-    let hello = Hello::parse(&theirs)?;
+    let theirs = Hello::read(s)?;
+    let hello = Hello::parse(&theirs);
     let mine = Hello::fresh(me)?;
     let proof = key.proof(Direction::ListenerToInitiator, &theirs, &mine);
     let mut out = mine.to_vec();

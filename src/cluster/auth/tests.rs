@@ -221,6 +221,86 @@ fn a_peer_with_the_key_but_another_shape_or_index_is_a_fatal_misconfiguration() 
 }
 
 #[test]
+fn a_peer_with_the_key_but_another_protocol_version_is_refused_by_both_sides() {
+    // a dialler of another build: the same key and shape, the next version of the messages
+    let mut hello = Hello::fresh(shape(1)).unwrap();
+    hello[8..16].copy_from_slice(&(PROTOCOL + 1).to_be_bytes());
+    let e = forge(
+        key(7),
+        |mine, theirs, _| {
+            *key(7)
+                .proof(Direction::InitiatorToListener, mine, theirs)
+                .as_bytes()
+        },
+        Some(hello),
+    )
+    .unwrap_err();
+    let said = e.to_string();
+    assert!(e.is_fatal(), "{e}");
+    assert!(
+        said.contains(&format!("version {}", PROTOCOL + 1))
+            && said.contains(&format!("version {PROTOCOL}")),
+        "{said}"
+    );
+    // a listener of another build: the dialler refuses it once its proof checked out
+    let (mut a, mut b) = pair();
+    let other = thread::spawn(move || {
+        let theirs = Hello::read(&mut b).unwrap();
+        let mut mine = Hello::fresh(TWO).unwrap();
+        mine[8..16].copy_from_slice(&(PROTOCOL + 1).to_be_bytes());
+        let mut out = mine.to_vec();
+        out.extend_from_slice(
+            key(7)
+                .proof(Direction::ListenerToInitiator, &theirs, &mine)
+                .as_bytes(),
+        );
+        b.write_all(&out).unwrap();
+        // the dialler sends no proof of its own: it hangs up
+        let mut rest = [0u8; 1];
+        b.read(&mut rest).unwrap()
+    });
+    let e = initiate(&mut a, &key(7), shape(1), 0).unwrap_err();
+    assert!(e.is_fatal() && e.to_string().contains("version"), "{e}");
+    drop(a);
+    assert_eq!(
+        other.join().unwrap(),
+        0,
+        "the dialler proved itself to another build"
+    );
+}
+
+#[test]
+fn an_earlier_builds_hello_is_named_at_once() {
+    // an earlier hello is 64 bytes, shorter than this build's: the listener must not wait
+    // for the rest of a hello of its own length
+    for magic in EARLIER {
+        let (mut a, t) = listener(key(7), TWO);
+        let mut hello = [0u8; 64];
+        hello[..8].copy_from_slice(magic);
+        a.write_all(&hello).unwrap();
+        let e = t.join().unwrap().unwrap_err();
+        let earlier = String::from_utf8_lossy(magic).into_owned();
+        assert!(
+            matches!(&e, HandshakeError::Earlier(m) if *m == earlier),
+            "{e}"
+        );
+        assert!(e.to_string().contains("same build"), "{e}");
+    }
+    // a dialler answered by an earlier listener's hello and proof
+    let (mut a, mut b) = pair();
+    let old = thread::spawn(move || {
+        let mut hello = [0u8; HELLO_LEN];
+        b.read_exact(&mut hello).unwrap();
+        let mut out = [0u8; 64 + PROOF_LEN];
+        out[..8].copy_from_slice(EARLIER[1]);
+        b.write_all(&out).unwrap();
+    });
+    let e = initiate(&mut a, &key(7), shape(1), 0).unwrap_err();
+    old.join().unwrap();
+    assert!(matches!(e, HandshakeError::Earlier(_)), "{e}");
+}
+
+#[test]
 fn key_files_are_written_once_with_mode_0600_and_checked_when_read() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cluster.key");
