@@ -176,6 +176,22 @@ fn terms_resolved_by_shard_assemble_in_batch_order_and_are_checked() {
     spelled[2].docs[0].retain(|(t, _)| t != &Term::Known(0));
     spelled[2].docs[0].push((Term::New(held), 1));
     assert!(err(spelled).contains("does not fit"));
+    // not in the resolver's order: two known ids swapped, a new term before a known one
+    let (s, d) = (0..outs.len())
+        .flat_map(|s| (0..outs[s].docs.len()).map(move |d| (s, d)))
+        .find(|&(s, d)| {
+            let doc = &outs[s].docs[d];
+            doc.len() > 2
+                && doc[..2].iter().all(|(t, _)| matches!(t, Term::Known(_)))
+                && matches!(doc.last(), Some((Term::New(_), _)))
+        })
+        .expect("a document with known and new terms");
+    let mut swapped = outs.clone();
+    swapped[s].docs[d].swap(0, 1);
+    assert!(err(swapped).contains("does not fit"));
+    let mut late = outs.clone();
+    late[s].docs[d].rotate_right(1);
+    assert!(err(late).contains("does not fit"));
     let mut again = outs.clone();
     again.push(outs[0].clone());
     assert!(err(again).contains("given twice"));

@@ -173,25 +173,31 @@ impl TermJob<'_> {
     }
 
     /// Every document's resolved terms in batch order. Fails (naming the shard) when a shard
-    /// is missing or repeated, or a document does not fit the vocabulary: a known id past its
-    /// end, a new term the vocabulary holds or an empty one, a term twice, a zero count.
+    /// is missing or repeated, or a document does not fit the vocabulary or is not in
+    /// [`Vocabulary::resolve`]'s order: a known id past its end, known ids not increasing (a
+    /// term twice among them) or after a new term, a new term the vocabulary holds or an
+    /// empty one, a new term twice, a zero count.
     pub fn assemble(&self, outs: Vec<ShardTerms>) -> Result<Vec<Vec<(Term, u32)>>, EngineError> {
         let m = self.vocab.len();
         let bad = |s: usize, what: &str| {
             EngineError::Inconsistent(format!("logical shard {s} of the batch's terms: {what}"))
         };
-        // known ids seen in the document being checked: `stamp[id] == document number + 1`
-        let mut stamp = vec![0u32; m];
-        let mut doc_no = 0u32;
-        let mut fits = |d: &[(Term, u32)]| {
-            doc_no += 1;
+        let fits = |d: &[(Term, u32)]| {
+            let known = d
+                .iter()
+                .take_while(|(t, _)| matches!(t, Term::Known(_)))
+                .count();
+            let mut last: Option<u32> = None;
             let mut spelled: HashSet<&str> = HashSet::new();
-            d.iter().all(|(t, c)| {
+            d.iter().enumerate().all(|(i, (t, c))| {
                 *c > 0
                     && match t {
-                        Term::Known(id) => stamp
-                            .get_mut(*id as usize)
-                            .is_some_and(|s| std::mem::replace(s, doc_no) != doc_no),
+                        Term::Known(id) => {
+                            let up =
+                                i < known && (*id as usize) < m && last.is_none_or(|l| l < *id);
+                            last = Some(*id);
+                            up
+                        }
                         Term::New(t) => {
                             !t.is_empty() && self.vocab.id(t).is_none() && spelled.insert(t)
                         }

@@ -243,9 +243,11 @@ impl Vocabulary {
         v
     }
 
-    /// A document's distinct tokens with their counts, in order of first occurrence, each
-    /// resolved against this vocabulary: its id when the vocabulary holds it, else the term.
-    /// Read only, so documents can be resolved anywhere (in parallel, on other replicas).
+    /// A document's distinct tokens with their counts, each resolved against this vocabulary:
+    /// its id when the vocabulary holds it, else the term. The known terms come first, by
+    /// increasing id, then the new ones in order of first occurrence (so that
+    /// [`Self::observe_resolved`] sorts only the new ones). Read only, so documents can be
+    /// resolved anywhere (in parallel, on other replicas).
     pub fn resolve(&self, tokens: &[String]) -> Vec<(Term, u32)> {
         let mut seen: HashMap<&str, usize> = HashMap::with_capacity(tokens.len());
         let mut out: Vec<(&str, u32)> = Vec::new();
@@ -258,12 +260,19 @@ impl Vocabulary {
                 }
             }
         }
-        out.into_iter()
-            .map(|(t, c)| match self.id(t) {
-                Some(id) => (Term::Known(id), c),
-                None => (Term::New(t.to_string()), c),
-            })
-            .collect()
+        let mut known: Vec<(u32, u32)> = Vec::with_capacity(out.len());
+        let mut new: Vec<(Term, u32)> = Vec::new();
+        for (t, c) in out {
+            match self.id(t) {
+                Some(id) => known.push((id, c)),
+                None => new.push((Term::New(t.to_string()), c)),
+            }
+        }
+        known.sort_unstable();
+        let mut terms: Vec<(Term, u32)> = Vec::with_capacity(known.len() + new.len());
+        terms.extend(known.into_iter().map(|(id, c)| (Term::Known(id), c)));
+        terms.extend(new);
+        terms
     }
 
     /// Observe one batch of tokenised documents at `timestep`: admit new terms, count document
@@ -281,8 +290,11 @@ impl Vocabulary {
 
     /// [`Self::observe`] of documents already resolved against this vocabulary
     /// ([`Self::resolve`]), with the same result: in document order, new terms get the next id
-    /// in order of first occurrence, as if the tokens were read one by one. Every known id must
-    /// be `< len()` (panics otherwise).
+    /// in order of their place in the document's list (for [`Self::resolve`]'s lists, of first
+    /// occurrence, as if the tokens were read one by one). Every known id must be `< len()`
+    /// (panics otherwise). A document's pairs come out sorted by id whatever the order of its
+    /// list; a list in [`Self::resolve`]'s order (known ids ascending, then the new terms) is
+    /// sorted by its new terms alone.
     pub fn observe_resolved(
         &mut self,
         docs: Vec<Vec<(Term, u32)>>,
@@ -314,7 +326,7 @@ impl Vocabulary {
             }
             per_doc.push(v);
         }
-        per_doc.par_iter_mut().for_each(|v| v.sort_unstable());
+        per_doc.par_iter_mut().for_each(|v| sort_ids(v));
         let before_evict = self.len();
         let mut change = VocabChange {
             remap: Remap {
@@ -391,6 +403,21 @@ impl Vocabulary {
         retain(&mut self.df, &keep);
         retain(&mut self.last_seen, &keep);
         map
+    }
+}
+
+/// Sort a document's (id, count) pairs by id (ids distinct): only the part after its
+/// ascending head, then the whole only when the two parts overlap. A list whose known ids
+/// come first and ascending and whose new ids (all past the known ones) follow costs a sort
+/// of the new ones.
+fn sort_ids(v: &mut [(u32, u32)]) {
+    let head = 1 + v.windows(2).take_while(|w| w[0].0 < w[1].0).count();
+    if head >= v.len() {
+        return;
+    }
+    v[head..].sort_unstable();
+    if v[head - 1].0 > v[head].0 {
+        v.sort_unstable();
     }
 }
 
@@ -475,6 +502,90 @@ mod tests {
     fn assert_keys(v: &Vocabulary) {
         for id in 0..v.len() as u32 {
             assert_eq!(v.key(id), term_key(v.term(id)), "{}", v.term(id));
+        }
+    }
+
+    /// Whatever the order of a document's known terms among its new ones, the ids, counts
+    /// and frequencies come out as from the list [`Vocabulary::resolve`] gives (sorted by
+    /// id): the ascending head is a shortcut, not a requirement.
+    #[test]
+    fn observing_does_not_depend_on_where_the_known_terms_stand() {
+        let mut next = lcg(11u64);
+        let mut base = Vocabulary::new(1000);
+        let seed: Vec<Vec<String>> = (0..20)
+            .map(|_| (0..8).map(|_| format!("w{}", next() % 40)).collect())
+            .collect();
+        base.observe(&seed, 1);
+        let docs: Vec<Vec<String>> = (0..30)
+            .map(|_| {
+                (0..next() % 12)
+                    .map(|_| format!("w{}", next() % 70))
+                    .collect()
+            })
+            .collect();
+        let resolved: Vec<Vec<(Term, u32)>> = docs.iter().map(|d| base.resolve(d)).collect();
+        for d in &resolved {
+            // the layout: known ids ascending, then the new terms
+            let known: Vec<u32> = d
+                .iter()
+                .map_while(|(t, _)| match t {
+                    Term::Known(id) => Some(*id),
+                    Term::New(_) => None,
+                })
+                .collect();
+            assert!(known.windows(2).all(|w| w[0] < w[1]));
+            assert!(d[known.len()..]
+                .iter()
+                .all(|(t, _)| matches!(t, Term::New(_))));
+        }
+        // the known terms moved about: reversed, and put after the new ones
+        let moved: Vec<Vec<(Term, u32)>> = resolved
+            .iter()
+            .map(|d| {
+                let (mut known, new): (Vec<_>, Vec<_>) = d
+                    .iter()
+                    .cloned()
+                    .partition(|(t, _)| matches!(t, Term::Known(_)));
+                known.reverse();
+                let mut out = new;
+                let at = next() % (out.len() + 1);
+                out.splice(at..at, known);
+                out
+            })
+            .collect();
+        let (mut a, mut b) = (base.clone(), base.clone());
+        let (want, wc) = a.observe_resolved(resolved, 2);
+        let (got, gc) = b.observe_resolved(moved, 2);
+        assert_eq!(got, want);
+        assert!(want.iter().all(|d| d.windows(2).all(|w| w[0].0 < w[1].0)));
+        assert_eq!((gc.added, gc.evicted), (wc.added, wc.evicted));
+        assert_eq!(b.df, a.df);
+        assert!(
+            wc.added > 0 && want.iter().any(|d| d.len() > 2),
+            "a test with new terms"
+        );
+    }
+
+    #[test]
+    fn sorting_a_documents_ids_sorts_them_whatever_their_order() {
+        let mut next = lcg(5u64);
+        for n in 0..40 {
+            let mut ids: Vec<u32> = (0..n as u32).map(|i| i * 3 + (next() % 3) as u32).collect();
+            ids.dedup();
+            // an ascending head of any length, then the rest in any order
+            let head = next() % (ids.len() + 1);
+            let mut v: Vec<(u32, u32)> = ids.iter().map(|&i| (i, i + 1)).collect();
+            for i in (head + 1..v.len()).rev() {
+                let j = head + next() % (i - head + 1);
+                v.swap(i, j);
+            }
+            if next() % 2 == 0 {
+                v.reverse();
+            }
+            let mut want = v.clone();
+            want.sort_unstable();
+            sort_ids(&mut v);
+            assert_eq!(v, want, "{n}");
         }
     }
 
