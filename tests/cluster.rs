@@ -500,10 +500,10 @@ fn dial(addr: &str) -> TcpStream {
     }
 }
 
-/// A hello that looks like a novad process's: magic, index, processes, workers, nonce.
+/// A hello that looks like a novad process's: magic, protocol, index, processes, workers, nonce.
 fn fake_hello(index: u64) -> Vec<u8> {
-    let mut b = b"novadcl2".to_vec();
-    for v in [index, 2, 1] {
+    let mut b = b"novadcl3".to_vec();
+    for v in [novad::cluster::auth::PROTOCOL, index, 2, 1] {
         b.extend(v.to_be_bytes());
     }
     b.extend([0x5a; 32]);
@@ -546,7 +546,8 @@ fn strangers_at_the_leaders_port_are_dropped_and_named_and_the_real_replica_join
     // a hello as process 1 with a proof made without the key
     let mut forger = dial(&addr);
     forger.write_all(&fake_hello(1)).unwrap();
-    let mut answer = [0u8; 96];
+    // the leader's hello (72 bytes) and proof (32)
+    let mut answer = [0u8; 104];
     forger.read_exact(&mut answer).unwrap();
     forger.write_all(&[0x11; 32]).unwrap();
     assert!(
@@ -589,9 +590,9 @@ fn a_stranger_listening_where_the_leader_should_be_is_rejected_by_the_replica() 
     // the replica must hang up without proving anything itself
     let (mut s, _) = stranger.accept().unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut hello = [0u8; 64];
+    let mut hello = [0u8; 72];
     s.read_exact(&mut hello).unwrap();
-    assert_eq!(&hello[..8], b"novadcl2");
+    assert_eq!(&hello[..8], b"novadcl3");
     let mut fake = fake_hello(0);
     fake.extend([0x22; 32]);
     s.write_all(&fake).unwrap();
