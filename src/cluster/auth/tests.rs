@@ -125,6 +125,18 @@ fn a_wrong_key_fails_on_the_listening_side() {
     assert_eq!(ok.unwrap(), 1);
 }
 
+/// A listener's answer to the dialler's hello `theirs`: its own hello `mine` and its proof
+/// with key 7.
+fn listeners_answer(theirs: &[u8; HELLO_LEN], mine: &[u8; HELLO_LEN]) -> Vec<u8> {
+    let mut out = mine.to_vec();
+    out.extend_from_slice(
+        key(7)
+            .proof(Direction::ListenerToInitiator, theirs, mine)
+            .as_bytes(),
+    );
+    out
+}
+
 #[test]
 fn a_replayed_transcript_fails() {
     // record a genuine dialler's hello and proof
@@ -133,13 +145,7 @@ fn a_replayed_transcript_fails() {
         let mut hello = [0u8; HELLO_LEN];
         b.read_exact(&mut hello).unwrap();
         let mine = Hello::fresh(TWO).unwrap();
-        let mut out = mine.to_vec();
-        out.extend_from_slice(
-            key(7)
-                .proof(Direction::ListenerToInitiator, &hello, &mine)
-                .as_bytes(),
-        );
-        b.write_all(&out).unwrap();
+        b.write_all(&listeners_answer(&hello, &mine)).unwrap();
         let mut proof = [0u8; PROOF_LEN];
         b.read_exact(&mut proof).unwrap();
         b.write_all(&[ACCEPTED]).unwrap();
@@ -248,13 +254,7 @@ fn a_peer_with_the_key_but_another_protocol_version_is_refused_by_both_sides() {
         let theirs = Hello::read(&mut b).unwrap();
         let mut mine = Hello::fresh(TWO).unwrap();
         mine[8..16].copy_from_slice(&(PROTOCOL + 1).to_be_bytes());
-        let mut out = mine.to_vec();
-        out.extend_from_slice(
-            key(7)
-                .proof(Direction::ListenerToInitiator, &theirs, &mine)
-                .as_bytes(),
-        );
-        b.write_all(&out).unwrap();
+        b.write_all(&listeners_answer(&theirs, &mine)).unwrap();
         // the dialler sends no proof of its own: it hangs up
         let mut rest = [0u8; 1];
         b.read(&mut rest).unwrap()

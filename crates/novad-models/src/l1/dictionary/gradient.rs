@@ -65,17 +65,90 @@ pub(super) fn nonzeros(row: &[(u32, f32)]) -> impl Iterator<Item = (u32, f32)> +
     row.iter().filter(|e| e.1 != 0.0).copied()
 }
 
-/// The rows a step can change (see [`Inputs::live`]), ascending, with their non-zero
-/// entries in Â_t.
-pub(super) struct Live {
+/// The rows a step can change (see [`live_rows`]), ascending, with their non-zero entries in
+/// Â_t: read in place from Â_t, but for the rare row that also stores a ±0 (a row of a
+/// dense start, a refreshed atom's), whose non-zero entries are copied apart.
+pub(super) struct Live<'a> {
     pub(super) rows: Vec<usize>,
-    /// Row c holds the entries of row `rows[c]` of Â_t.
-    a: SparseRows<f32>,
+    /// Â_t.
+    a: &'a Dictionary,
+    /// Per live row: [`IN_PLACE`], or its row in `cleaned`.
+    own: Vec<u32>,
+    cleaned: SparseRows<f32>,
 }
 
-impl Live {
+/// A live row whose entries are Â_t's row as it is.
+const IN_PLACE: u32 = u32::MAX;
+
+impl<'a> Live<'a> {
+    /// The non-zero entries of live row `c` (row `rows[c]` of Â_t), by atom.
     pub(super) fn a_row(&self, c: usize) -> &[(u32, f32)] {
-        self.a.row(c)
+        match self.own[c] {
+            IN_PLACE => self.a.row(self.rows[c]),
+            r => self.cleaned.row(r as usize),
+        }
+    }
+}
+
+/// The rows of a step on batch `p` (m × n CSR) from Â_t `a` with multiplier `delta` that can
+/// change, ascending: non-zero in Â_t, or with a term of the batch, or with a multiplier. A
+/// row that is none of these is zero before and after the step (and the projection:
+/// max(0, 0 − θ) = 0). One pass over Â_t's rows (O(m + non-zeros)), in parallel by blocks of
+/// rows, joined in row order; only rows that store a ±0 are copied.
+pub(super) fn live_rows<'a>(
+    p: &CsMat<f64>,
+    a: &'a Dictionary,
+    delta: Option<&Multiplier>,
+) -> Live<'a> {
+    let m = p.rows();
+    type Block = (Vec<usize>, Vec<u32>, RowBlock<f32>);
+    let blocks: Vec<Block> = (0..m.div_ceil(SCAN_BLOCK))
+        .into_par_iter()
+        .map(|b| {
+            let (mut rows, mut own, mut lens, mut ent) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for i in b * SCAN_BLOCK..((b + 1) * SCAN_BLOCK).min(m) {
+                let row = a.row(i);
+                let zeros = row.iter().any(|e| e.1 == 0.0);
+                let nonzero = if zeros {
+                    row.iter().any(|e| e.1 != 0.0)
+                } else {
+                    !row.is_empty()
+                };
+                if nonzero
+                    || p.outer_view(i).is_some_and(|r| r.nnz() > 0)
+                    || delta.is_some_and(|d| !d.row(i).is_empty())
+                {
+                    rows.push(i);
+                    if zeros {
+                        own.push(lens.len() as u32);
+                        let before = ent.len();
+                        ent.extend(nonzeros(row));
+                        lens.push(ent.len() - before);
+                    } else {
+                        own.push(IN_PLACE);
+                    }
+                }
+            }
+            (rows, own, (lens, ent))
+        })
+        .collect();
+    let mut at = 0u32;
+    let (mut rows, mut own, mut cleaned) = (Vec::new(), Vec::new(), Vec::new());
+    for (r, o, block) in blocks {
+        rows.extend(r);
+        own.extend(
+            o.into_iter()
+                .map(|c| if c == IN_PLACE { c } else { c + at }),
+        );
+        at += block.0.len() as u32;
+        cleaned.push(block);
+    }
+    Live {
+        rows,
+        a,
+        own,
+        cleaned: SparseRows::from_blocks(cleaned),
     }
 }
 
@@ -119,37 +192,6 @@ impl Inputs<'_> {
         }
     }
 
-    /// The rows a step can change, ascending, with their entries in Â_t: non-zero in Â_t,
-    /// or with a term of the batch, or with a multiplier. A row that is none of these is zero
-    /// before and after the step (and the projection: max(0, 0 − θ) = 0). One pass over Â_t's
-    /// rows (O(m + non-zeros)), in parallel by blocks of rows, joined in row order.
-    pub(super) fn live(&self) -> Live {
-        let m = self.p.rows();
-        let blocks: Vec<(Vec<usize>, RowBlock<f32>)> = (0..m.div_ceil(SCAN_BLOCK))
-            .into_par_iter()
-            .map(|b| {
-                let (mut rows, mut lens, mut ent) = (Vec::new(), Vec::new(), Vec::new());
-                for i in b * SCAN_BLOCK..((b + 1) * SCAN_BLOCK).min(m) {
-                    let before = ent.len();
-                    ent.extend(nonzeros(self.a_row(i)));
-                    if ent.len() > before
-                        || self.p.outer_view(i).is_some_and(|r| r.nnz() > 0)
-                        || !self.d_row(i).is_empty()
-                    {
-                        rows.push(i);
-                        lens.push(ent.len() - before);
-                    }
-                }
-                (rows, (lens, ent))
-            })
-            .collect();
-        let (rows, entries): (Vec<Vec<usize>>, Vec<_>) = blocks.into_iter().unzip();
-        Live {
-            rows: rows.concat(),
-            a: SparseRows::from_blocks(entries),
-        }
-    }
-
     /// Pass 1 of the step on the live rows: Â' = max(0, Â − τ G) with G = −W X̂ᵀ,
     /// W = Δ/β + Γ̃ − Γ = clip(Γ̃ + Δ/β, ±1/β), Γ̃ = P − Â X̂. Only documents with a non-zero
     /// code contribute, and W_ij ≠ 0 needs P_ij ≠ 0, Δ_ij ≠ 0 or (ÂX̂)_ij ≠ 0. Each row is
@@ -168,7 +210,7 @@ impl Inputs<'_> {
         &self,
         beta: f64,
         tau: f64,
-        live: &Live,
+        live: &Live<'_>,
         gram: Option<&Gram>,
         idx: &[usize],
     ) -> SparseRows {
@@ -374,6 +416,58 @@ mod tests {
         v
     }
 
+    /// The live rows are exactly the rows non-zero in Â_t, with a term of the batch or with a
+    /// multiplier, each with Â_t's non-zero entries by atom: rows storing a −0 among their
+    /// values (copied apart) and rows read in place alike, over several scan blocks.
+    #[test]
+    fn live_rows_are_the_changeable_rows_with_their_nonzero_entries() {
+        let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        let (m, k, n) = (3 * SCAN_BLOCK + 17, 6, 5);
+        let mut a = Array2::<f32>::zeros((m, k));
+        for i in 0..m {
+            for j in 0..k {
+                a[[i, j]] = match (i % 7, r.random_range(0..4)) {
+                    // rows of −0 alone, rows mixing −0 with values, rows of values
+                    (0, _) => -0.0,
+                    (1, 0) => -0.0,
+                    (1..=3, 1) => r.random::<f32>() + 0.01,
+                    _ => 0.0,
+                };
+            }
+        }
+        let mut p = TriMat::new((m, n));
+        let mut d = Array2::<f32>::zeros((m, n));
+        for i in (0..m).filter(|i| i % 11 == 0) {
+            p.add_triplet(i, i % n, 0.5);
+        }
+        for i in (0..m).filter(|i| i % 13 == 0) {
+            d[[i, i % n]] = 0.25;
+        }
+        let (p, d): (CsMat<f64>, _) = (p.to_csr(), Multiplier::from_dense(&d));
+        let dict = Dictionary::from_dense(a.view());
+        let live = live_rows(&p, &dict, Some(&d));
+        let want: Vec<usize> = (0..m)
+            .filter(|&i| a.row(i).iter().any(|&v| v != 0.0) || i % 11 == 0 || i % 13 == 0)
+            .collect();
+        assert_eq!(live.rows, want);
+        let (mut copied, mut in_place) = (0, 0);
+        for (c, &i) in live.rows.iter().enumerate() {
+            let nonzero: Vec<(u32, f32)> = (0..k)
+                .filter(|&j| a[[i, j]] != 0.0)
+                .map(|j| (j as u32, a[[i, j]]))
+                .collect();
+            assert_eq!(live.a_row(c), &nonzero[..], "row {i}");
+            match live.own[c] {
+                IN_PLACE => in_place += 1,
+                _ => copied += 1,
+            }
+        }
+        assert!(
+            copied > 0 && in_place > 0,
+            "{copied} copied, {in_place} in place"
+        );
+    }
+
     /// The Gram path agrees with the document-by-document sums on every row it is used for
     /// (within 1e-12), and both paths occur: most rows of small entries, a few heavy rows
     /// that can clip, with and without a multiplier.
@@ -425,7 +519,7 @@ mod tests {
                 x: &x,
                 xr: &xr,
             };
-            let live = inputs.live();
+            let live = live_rows(&p, &a, inputs.delta);
             let gram = Gram::new(&x, k);
             let (mut ax, mut gt) = (Acc::new(n), Acc::new(n));
             let (mut out, mut scratch) = (vec![0.0; k], vec![0.0f32; k]);

@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 use sprs::CsMat;
 
 use super::ball::{column_sums, Thresholds};
-use super::gradient::{nonzeros, row_times_codes, Acc, Gram, Inputs, Live};
+use super::gradient::{live_rows, nonzeros, row_times_codes, Acc, Gram, Inputs, Live};
 use super::project::SparseRows;
 use super::{Dictionary, Multiplier};
 use crate::linalg::{psi_max_codes, soft};
@@ -35,15 +35,15 @@ impl OiadmmParams {
 }
 
 /// Â_{t+1}: `a` with its live rows replaced by their projected rows rounded to f32 (every
-/// other row holds only ±0, kept as it is, see [`Inputs::live`]), and (‖Â_{t+1} − Â_t‖²,
+/// other row holds only ±0, kept as it is, see [`live_rows`]), and (‖Â_{t+1} − Â_t‖²,
 /// ‖Â_t‖²) over the live rows, the new values rounded to f32 first. Each row's sums run over the union of its old and new
 /// non-zeros by atom (the terms left out are exact zeros) and are computed in parallel, then
 /// added in row order, so the figures equal the dense ones bit for bit.
-fn write_rows(a: &Dictionary, live: &Live, rows: &SparseRows<f32>) -> (Dictionary, f64, f64) {
+fn write_rows(a: &Dictionary, live: &Live<'_>, rows: &[&[(u32, f32)]]) -> (Dictionary, f64, f64) {
     let parts: Vec<(f64, f64)> = (0..live.rows.len())
         .into_par_iter()
         .map(|c| {
-            let (old, new) = (live.a_row(c), rows.row(c));
+            let (old, new) = (live.a_row(c), rows[c]);
             let (mut diff, mut norm) = (0.0f64, 0.0f64);
             let (mut o, mut n) = (old.iter().peekable(), new.iter().peekable());
             loop {
@@ -65,12 +65,12 @@ fn write_rows(a: &Dictionary, live: &Live, rows: &SparseRows<f32>) -> (Dictionar
     let (diff, norm) = parts
         .iter()
         .fold((0.0, 0.0), |(d, n), &(di, ni)| (d + di, n + ni));
-    let next = a.with_rows(&live.rows, |c| rows.row(c), |v| v);
+    let next = a.with_rows(&live.rows, |c| rows[c], |v| v);
     (next, diff, norm)
 }
 
 /// ‖Â_t‖² over the live rows, added in row order.
-fn live_norm(live: &Live) -> f64 {
+fn live_norm(live: &Live<'_>) -> f64 {
     let parts: Vec<f64> = (0..live.rows.len())
         .into_par_iter()
         .map(|c| {
@@ -169,7 +169,7 @@ pub struct UpdateJob<'a> {
     delta: Option<&'a Multiplier>,
     x: &'a CsMat<f64>,
     xr: CsMat<f64>,
-    live: Live,
+    live: Live<'a>,
     gram: Option<Gram>,
     tau: f64,
     beta: f64,
@@ -204,14 +204,7 @@ impl<'a> UpdateJob<'a> {
             0.0
         };
         let xr = x.to_csr();
-        let live = Inputs {
-            p,
-            a,
-            delta,
-            x,
-            xr: &xr,
-        }
-        .live();
+        let live = live_rows(p, a, delta);
         let active = tau > 0.0 && k > 0;
         let gram = if active { Gram::for_codes(x, k) } else { None };
         let mut by_shard = vec![Vec::new(); LOGICAL_SHARDS];
@@ -327,10 +320,14 @@ impl<'a> UpdateJob<'a> {
             .collect()
     }
 
-    /// Every shard's projected rows put back in row order: fails, naming the shard, when a
-    /// shard is missing or repeated or a part does not fit the job (row count, entries out of
-    /// order or out of range, a value not finite and positive).
-    fn assemble(&self, parts: Vec<ProjectedRows>) -> Result<SparseRows<f32>, EngineError> {
+    /// Every shard's projected rows put back in row order (one slice of `parts` per live row,
+    /// none when the step changes no row): fails, naming the shard, when a shard is missing or
+    /// repeated or a part does not fit the job (row count, entries out of order or out of
+    /// range, a value not finite and positive).
+    fn assemble<'p>(
+        &self,
+        parts: &'p [ProjectedRows],
+    ) -> Result<Vec<&'p [(u32, f32)]>, EngineError> {
         let k = self.a.ncols();
         let bad = |s: usize, what: &str| {
             EngineError::Inconsistent(format!("logical shard {s} of the update's rows: {what}"))
@@ -339,7 +336,7 @@ impl<'a> UpdateJob<'a> {
             WHOLE => self.by_shard.iter().map(Vec::len).sum(),
             s => self.by_shard[s as usize].len(),
         };
-        for part in &parts {
+        for part in parts {
             let s = part.shard as usize;
             if s >= LOGICAL_SHARDS && part.shard != WHOLE {
                 return Err(bad(s, "no such shard"));
@@ -366,21 +363,18 @@ impl<'a> UpdateJob<'a> {
         }
         // one part of every row, in row order: the rows as they are
         if parts.len() == 1 && parts[0].shard == WHOLE {
-            let part = parts.into_iter().next().expect("one part");
-            if part.lens.is_empty() {
-                return Ok(SparseRows::default());
-            }
-            let mut ptr = Vec::with_capacity(part.lens.len() + 1);
-            ptr.push(0);
-            for &l in &part.lens {
-                ptr.push(ptr.last().unwrap() + l as usize);
-            }
-            return Ok(SparseRows {
-                ptr,
-                entries: part.entries,
-            });
+            let part = &parts[0];
+            let mut at = 0;
+            return Ok(part
+                .lens
+                .iter()
+                .map(|&l| {
+                    at += l as usize;
+                    &part.entries[at - l as usize..at]
+                })
+                .collect());
         }
-        let mut slot: Vec<Option<ProjectedRows>> = vec![None; LOGICAL_SHARDS];
+        let mut slot: Vec<Option<&ProjectedRows>> = vec![None; LOGICAL_SHARDS];
         for part in parts {
             let s = part.shard as usize;
             if part.shard == WHOLE {
@@ -394,22 +388,16 @@ impl<'a> UpdateJob<'a> {
             return Err(bad(s, "missing"));
         }
         if self.by_shard.iter().all(Vec::is_empty) {
-            return Ok(SparseRows::default());
+            return Ok(Vec::new());
         }
-        let parts: Vec<ProjectedRows> = slot.into_iter().flatten().collect();
+        let parts: Vec<&ProjectedRows> = slot.into_iter().flatten().collect();
         let mut cursor = vec![(0usize, 0usize); LOGICAL_SHARDS];
-        let mut out: SparseRows<f32> = SparseRows {
-            ptr: Vec::with_capacity(self.live.rows.len() + 1),
-            entries: Vec::with_capacity(parts.iter().map(|p| p.entries.len()).sum()),
-        };
-        out.ptr.push(0);
+        let mut out: Vec<&[(u32, f32)]> = Vec::with_capacity(self.live.rows.len());
         for &i in &self.live.rows {
             let s = shard_of(i);
             let (row, at) = &mut cursor[s];
             let l = parts[s].lens[*row] as usize;
-            out.entries
-                .extend_from_slice(&parts[s].entries[*at..*at + l]);
-            out.ptr.push(out.entries.len());
+            out.push(&parts[s].entries[*at..*at + l]);
             *row += 1;
             *at += l;
         }
@@ -420,7 +408,7 @@ impl<'a> UpdateJob<'a> {
     /// any order) written into Â_{t+1}, with the step's figures. Δ_{t+1}, when Δ is carried,
     /// follows from [`Projected::next_delta`].
     pub fn project(self, parts: Vec<ProjectedRows>) -> Result<Projected, EngineError> {
-        let rows = self.assemble(parts)?;
+        let rows = self.assemble(&parts)?;
         // The new Â (every row outside `live` holds only ±0, kept as it is) and its change.
         let (dict, diff, norm) = if rows.is_empty() {
             (self.a.clone(), 0.0, live_norm(&self.live))

@@ -174,6 +174,17 @@ impl Dictionary {
     /// Apply a vocabulary change: rows move per `remap`, evicted rows are dropped, rows of new
     /// terms are zero. The result has `remap.new_len` rows. O(m + non-zeros).
     pub fn remap(&self, remap: &Remap) -> Dictionary {
+        if remap.map.is_none() && remap.old_len == self.nrows() && remap.new_len >= remap.old_len {
+            // every id kept, the new ones after them: the rows as they are, then empty rows
+            let mut ptr = Vec::with_capacity(remap.new_len + 1);
+            ptr.extend_from_slice(&self.ptr);
+            ptr.resize(remap.new_len + 1, self.entries.len());
+            return Dictionary {
+                k: self.k,
+                ptr,
+                entries: self.entries.clone(),
+            };
+        }
         // the old row of every new row (u32::MAX: a new term, zero)
         let mut from = vec![u32::MAX; remap.new_len];
         for r in 0..remap.old_len.min(self.nrows()) {
@@ -424,6 +435,18 @@ mod tests {
         };
         let want = crate::l1::dictionary::remap_rows(&a, &remap);
         assert_eq!(bits(&d.remap(&remap).to_dense()), bits(&want));
+        // every id kept (the copy as it is), with and without new rows after them
+        for added in [0, 5] {
+            let kept = Remap {
+                old_len: 40,
+                new_len: 40 + added,
+                map: None,
+            };
+            let want = crate::l1::dictionary::remap_rows(&a, &kept);
+            let got = d.remap(&kept);
+            assert_eq!(got.nrows(), 40 + added);
+            assert_eq!(bits(&got.to_dense()), bits(&want));
+        }
 
         let writes = [(3, 2, 0.5f32), (7, 5, 0.25), (3, 2, 0.125), (9, 5, 0.0)];
         let mut dense = a.clone();
