@@ -18,9 +18,9 @@
 //!    for: one byte, accepted.
 //!
 //! A proof binds both nonces, both process indices, the direction, both protocol versions and
-//! the cluster's shape (processes × workers), so a recorded transcript cannot be replayed (the other side's nonce
-//! is new every time) and a proof cannot be reflected back to the process that made it (the
-//! direction differs). Proofs are compared as [`blake3::Hash`]es, whose `==` takes constant
+//! the cluster's shape (processes × workers), so a recorded transcript cannot be replayed
+//! (the other side's nonce is new every time) and a proof cannot be reflected back to the
+//! process that made it (the direction differs). Proofs are compared as [`blake3::Hash`]es, whose `==` takes constant
 //! time. Only after both proofs are checked is the socket handed to timely.
 //!
 //! Why a keyed hash rather than an encrypted transport (Noise with a pre-shared key, `snow`):
@@ -227,7 +227,8 @@ pub enum HandshakeError {
 
 impl HandshakeError {
     /// Whether the failure is a peer that proved the key but is not set up as this process
-    /// expects (a different shape, a process index taken twice): waiting longer cannot help.
+    /// expects (another version of the messages, a different shape, a process index taken
+    /// twice): waiting longer cannot help.
     pub fn is_fatal(&self) -> bool {
         matches!(self, HandshakeError::Misconfigured(_))
     }
