@@ -194,7 +194,17 @@ pub fn wait_child(child: &mut Child, timeout: Duration) -> Option<i32> {
 }
 
 /// Poll `cond` every 50 ms until it holds or `secs` pass.
-pub fn wait_for(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+pub fn wait_for(secs: u64, what: &str, cond: impl FnMut() -> bool) {
+    wait_or_say(secs, what, cond, String::new);
+}
+
+/// [`wait_for`], with `say()` (e.g. the daemon's log) in the message when it times out.
+pub fn wait_or_say(
+    secs: u64,
+    what: &str,
+    mut cond: impl FnMut() -> bool,
+    say: impl FnOnce() -> String,
+) {
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(secs) {
         if cond() {
@@ -202,7 +212,14 @@ pub fn wait_for(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("timed out after {secs}s waiting for {what}");
+    panic!("timed out after {secs}s waiting for {what}\n{}", say());
+}
+
+/// The last `n` lines of the daemon log of `d`.
+pub fn log_tail(d: &Dirs, n: usize) -> String {
+    let log = std::fs::read_to_string(d.log()).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 pub fn files_in(dir: &Path) -> Vec<String> {
@@ -253,7 +270,9 @@ pub fn crash_cycles(cycles: usize, files: usize, docs: usize, seed: u64) -> Cras
 /// [`crash_cycles`] for a store created with `model_args` (e.g. `--model dnmf`). Most daemons
 /// are killed a random number of milliseconds in `window` after they are up and have moved
 /// a random 0–2 further files (size `window` to about one batch's time, so that kills land
-/// both between and inside ingests); one in four is killed blindly during start-up.
+/// both between and inside ingests); one in four is killed blindly during start-up. The
+/// window is cut to two files' time of the uninterrupted reference run, so that a fast
+/// machine does not ingest the whole stream in a few cycles.
 pub fn crash_cycles_with(
     cycles: usize,
     files: usize,
@@ -305,7 +324,10 @@ pub fn crash_cycles_with(
         args.push(p.display().to_string());
     }
     let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let t_ref = std::time::Instant::now();
     novad_ok(&a);
+    let per_file = t_ref.elapsed().as_millis() as u64 / files as u64;
+    let window = window.start..window.end.min(window.start + 2 * per_file + 1);
     let want = novad_ok(&["digest", "--store", &ref_store]);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     // the number of daemons that got as far as logging "novad running" (signal handlers in,
@@ -331,11 +353,11 @@ pub fn crash_cycles_with(
         // daemon is up and has moved 0–2 more files, then kill after a random delay in
         // `window`, which lands between or inside the next ingest.
         if rng.random_range(0..4) > 0 {
-            wait_for(120, "the daemon is up", || started(&d) > up_before);
+            let tail = || log_tail(&d, 40);
+            wait_or_say(120, "the daemon is up", || started(&d) > up_before, tail);
             let target = (done_before + rng.random_range(0..=2)).min(files);
-            wait_for(120, "files processed before the kill", || {
-                files_in(&d.processed()).len() >= target
-            });
+            let processed = || files_in(&d.processed()).len() >= target;
+            wait_or_say(120, "files processed before the kill", processed, tail);
         }
         std::thread::sleep(Duration::from_millis(rng.random_range(window.clone())));
         daemon.kill9();
@@ -377,9 +399,8 @@ pub fn crash_cycles_with(
     // that) before it is stopped, or a SIGTERM during its start-up kills it by default action
     let before = started(&d);
     let daemon = Daemon::start(&d, &[]);
-    wait_for(120, "all processed", || {
-        files_in(&d.processed()).len() == files
-    });
+    let all = || files_in(&d.processed()).len() == files;
+    wait_or_say(120, "all processed", all, || log_tail(&d, 40));
     wait_for(60, "the last daemon is up", || started(&d) > before);
     assert_eq!(stop(daemon), 0);
     assert!(files_in(&d.inbox()).is_empty());
