@@ -66,8 +66,8 @@ pub(super) fn nonzeros(row: &[(u32, f32)]) -> impl Iterator<Item = (u32, f32)> +
 }
 
 /// The rows a step can change (see [`live_rows`]), ascending, with their non-zero entries in
-/// Â_t: read in place from Â_t, but for the rare row that also stores a ±0 (a row of a
-/// dense start, a refreshed atom's), whose non-zero entries are copied apart.
+/// Â_t: read in place from Â_t, but for a row that also stores a −0 (which a dictionary
+/// made from a dense matrix keeps), whose non-zero entries are copied apart.
 pub(super) struct Live<'a> {
     pub(super) rows: Vec<usize>,
     /// Â_t.
