@@ -49,7 +49,8 @@ pub const MIN_KEY_BYTES: usize = 32;
 /// Most bytes of a key file that are read (a larger file is refused as not a key).
 const MAX_KEY_BYTES: u64 = 64 * 1024;
 
-/// The context string of the handshake key's derivation; a new protocol gets a new one.
+/// The context string of the handshake key's derivation (a new key derivation gets a new one;
+/// the messages' version is not in it: the hellos carry it and the proofs bind it).
 const KEY_CONTEXT: &str = "novad cluster v1";
 
 /// First bytes of every connection between two processes of a cluster: the handshake with
@@ -57,7 +58,8 @@ const KEY_CONTEXT: &str = "novad cluster v1";
 const MAGIC: &[u8; 8] = b"novadcl3";
 
 /// The magics of earlier handshakes (`novadcl1` without proofs, `novadcl2` without the
-/// messages' version): a peer that sends one runs an earlier build.
+/// messages' version): a peer that dials in with one runs an earlier build (a listener of an
+/// earlier build hangs up on this build's hello without a word, as on a stranger's).
 const EARLIER: [&[u8; 8]; 2] = [b"novadcl1", b"novadcl2"];
 
 /// The version of what the processes of a cluster say to each other after the handshake: the
@@ -213,7 +215,7 @@ pub enum HandshakeError {
     Io { stage: &'static str, why: String },
     #[error("not a novad cluster process (wrong magic)")]
     NotNovad,
-    #[error("runs an earlier build of novad (cluster handshake {0}): every process of a cluster must run the same build")]
+    #[error("sent the hello of an earlier build of novad (cluster handshake {0}): every process of a cluster must run the same build")]
     Earlier(String),
     #[error("did not prove the cluster key (a different key, or a replayed handshake)")]
     BadProof,

@@ -156,27 +156,7 @@ fn terms_resolved_by_shard_assemble_in_batch_order_and_are_checked() {
         Err(EngineError::Inconsistent(e)) => e,
         other => panic!("expected an inconsistency, got {:?}", other.map(|_| ())),
     };
-    let mut past = outs.clone();
-    let at = r.random_range(0..past.len());
-    past[at].docs[0].push((Term::Known(vocab.len() as u32), 1));
-    assert!(err(past).contains("does not fit"));
-    let mut zero = outs.clone();
-    zero[0].docs[0][0].1 = 0;
-    assert!(err(zero).contains("does not fit"));
-    let mut short = outs.clone();
-    let gone = short.remove(3).shard;
-    assert!(err(short).contains(&format!("logical shard {gone} ")));
-    // a term twice in one document, or spelled out although the vocabulary holds it
-    let mut twice = outs.clone();
-    let first = twice[1].docs[0][0].clone();
-    twice[1].docs[0].push(first);
-    assert!(err(twice).contains("does not fit"));
-    let mut spelled = outs.clone();
-    let held = vocab.term(0).to_string();
-    spelled[2].docs[0].retain(|(t, _)| t != &Term::Known(0));
-    spelled[2].docs[0].push((Term::New(held), 1));
-    assert!(err(spelled).contains("does not fit"));
-    // not in the resolver's order: two known ids swapped, a new term before a known one
+    // a document with known terms first and a new one last
     let (s, d) = (0..outs.len())
         .flat_map(|s| (0..outs[s].docs.len()).map(move |d| (s, d)))
         .find(|&(s, d)| {
@@ -186,12 +166,43 @@ fn terms_resolved_by_shard_assemble_in_batch_order_and_are_checked() {
                 && matches!(doc.last(), Some((Term::New(_), _)))
         })
         .expect("a document with known and new terms");
+    let misfit = |outs: Vec<_>, why: &str| {
+        let e = err(outs);
+        assert!(
+            e.contains("does not fit the vocabulary: ") && e.contains(why),
+            "{e}"
+        );
+    };
+    let mut past = outs.clone();
+    past[s].docs[d].insert(2, (Term::Known(vocab.len() as u32), 1));
+    misfit(past, "past the vocabulary's end");
+    let mut zero = outs.clone();
+    zero[s].docs[d][0].1 = 0;
+    misfit(zero, "counted zero times");
+    let mut short = outs.clone();
+    let gone = short.remove(3).shard;
+    assert!(err(short).contains(&format!("logical shard {gone} ")));
+    // a known term twice, or spelled out although the vocabulary holds it
+    let mut twice = outs.clone();
+    let first = twice[s].docs[d][0].clone();
+    twice[s].docs[d].insert(1, first);
+    misfit(twice, "not in increasing order (or one twice)");
+    let mut spelled = outs.clone();
+    let held = vocab.term(0).to_string();
+    spelled[2].docs[0].retain(|(t, _)| t != &Term::Known(0));
+    spelled[2].docs[0].push((Term::New(held), 1));
+    misfit(spelled, "a new term the vocabulary holds");
+    let mut again_new = outs.clone();
+    let last = again_new[s].docs[d].last().unwrap().clone();
+    again_new[s].docs[d].push(last);
+    misfit(again_new, "a new term twice");
+    // not in the resolver's order: two known ids swapped, a new term before a known one
     let mut swapped = outs.clone();
     swapped[s].docs[d].swap(0, 1);
-    assert!(err(swapped).contains("does not fit"));
+    misfit(swapped, "not in increasing order");
     let mut late = outs.clone();
     late[s].docs[d].rotate_right(1);
-    assert!(err(late).contains("does not fit"));
+    misfit(late, "a known term after a new one");
     let mut again = outs.clone();
     again.push(outs[0].clone());
     assert!(err(again).contains("given twice"));

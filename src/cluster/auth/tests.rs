@@ -271,11 +271,11 @@ fn a_peer_with_the_key_but_another_protocol_version_is_refused_by_both_sides() {
 
 #[test]
 fn an_earlier_builds_hello_is_named_at_once() {
-    // an earlier hello is 64 bytes, shorter than this build's: the listener must not wait
-    // for the rest of a hello of its own length
-    for magic in EARLIER {
+    // an earlier hello is shorter than this build's (64 bytes; 32 for novadcl1): the
+    // listener must not wait for the rest of a hello of its own length
+    for (magic, len) in EARLIER.into_iter().zip([32, 64]) {
         let (mut a, t) = listener(key(7), TWO);
-        let mut hello = [0u8; 64];
+        let mut hello = vec![0u8; len];
         hello[..8].copy_from_slice(magic);
         a.write_all(&hello).unwrap();
         let e = t.join().unwrap().unwrap_err();
@@ -284,20 +284,8 @@ fn an_earlier_builds_hello_is_named_at_once() {
             matches!(&e, HandshakeError::Earlier(m) if *m == earlier),
             "{e}"
         );
-        assert!(e.to_string().contains("same build"), "{e}");
+        assert!(!e.is_fatal() && e.to_string().contains("same build"), "{e}");
     }
-    // a dialler answered by an earlier listener's hello and proof
-    let (mut a, mut b) = pair();
-    let old = thread::spawn(move || {
-        let mut hello = [0u8; HELLO_LEN];
-        b.read_exact(&mut hello).unwrap();
-        let mut out = [0u8; 64 + PROOF_LEN];
-        out[..8].copy_from_slice(EARLIER[1]);
-        b.write_all(&out).unwrap();
-    });
-    let e = initiate(&mut a, &key(7), shape(1), 0).unwrap_err();
-    old.join().unwrap();
-    assert!(matches!(e, HandshakeError::Earlier(_)), "{e}");
 }
 
 #[test]

@@ -182,33 +182,45 @@ impl TermJob<'_> {
         let bad = |s: usize, what: &str| {
             EngineError::Inconsistent(format!("logical shard {s} of the batch's terms: {what}"))
         };
-        let fits = |d: &[(Term, u32)]| {
+        // why a document does not fit, if it does not
+        let misfit = |d: &[(Term, u32)]| -> Option<&'static str> {
             let known = d
                 .iter()
                 .take_while(|(t, _)| matches!(t, Term::Known(_)))
                 .count();
-            let mut last: Option<u32> = None;
             let mut spelled: HashSet<&str> = HashSet::new();
-            d.iter().enumerate().all(|(i, (t, c))| {
-                *c > 0
-                    && match t {
-                        Term::Known(id) => {
-                            let up =
-                                i < known && (*id as usize) < m && last.is_none_or(|l| l < *id);
-                            last = Some(*id);
-                            up
-                        }
-                        Term::New(t) => {
-                            !t.is_empty() && self.vocab.id(t).is_none() && spelled.insert(t)
-                        }
+            for (i, (t, c)) in d.iter().enumerate() {
+                if *c == 0 {
+                    return Some("a term counted zero times");
+                }
+                match t {
+                    Term::Known(id) if (*id as usize) >= m => {
+                        return Some("a known term past the vocabulary's end")
                     }
-            })
+                    Term::Known(_) if i >= known => return Some("a known term after a new one"),
+                    Term::Known(id)
+                        if i > 0 && !matches!(d[i - 1].0, Term::Known(p) if p < *id) =>
+                    {
+                        return Some("known terms not in increasing order (or one twice)")
+                    }
+                    Term::Known(_) => {}
+                    Term::New(t) if t.is_empty() => return Some("an empty new term"),
+                    Term::New(t) if self.vocab.id(t).is_some() => {
+                        return Some("a new term the vocabulary holds")
+                    }
+                    Term::New(t) if !spelled.insert(t) => return Some("a new term twice"),
+                    Term::New(_) => {}
+                }
+            }
+            None
         };
-        if let Some(o) = outs.iter().find(|o| !o.docs.iter().all(|d| fits(d))) {
-            return Err(bad(
-                o.shard as usize,
-                "a document does not fit the vocabulary",
-            ));
+        for o in &outs {
+            if let Some(why) = o.docs.iter().find_map(|d| misfit(d)) {
+                return Err(bad(
+                    o.shard as usize,
+                    &format!("a document does not fit the vocabulary: {why}"),
+                ));
+            }
         }
         let parts = outs.into_iter().map(|o| (o.shard as usize, o.docs));
         by_position(self.texts.len(), parts).map_err(|gap| gap_error(gap, "documents", bad))

@@ -416,7 +416,7 @@ fn sort_ids(v: &mut [(u32, u32)]) {
         return;
     }
     v[head..].sort_unstable();
-    if v[head - 1].0 > v[head].0 {
+    if v[head - 1].0 >= v[head].0 {
         v.sort_unstable();
     }
 }
