@@ -126,7 +126,6 @@ fn a_step_with_the_finders_plan_equals_the_finders_step() {
 #[test]
 fn terms_resolved_by_shard_assemble_in_batch_order_and_are_checked() {
     use novad_models::text::Term;
-    let mut r = rng(5);
     let p = Params::novad_default();
     let tokenizer = p.tokenizer();
     let (model, batch) = bootstrapped();
