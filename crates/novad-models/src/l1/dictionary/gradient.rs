@@ -94,7 +94,7 @@ impl<'a> Live<'a> {
 /// change, ascending: non-zero in Â_t, or with a term of the batch, or with a multiplier. A
 /// row that is none of these is zero before and after the step (and the projection:
 /// max(0, 0 − θ) = 0). One pass over Â_t's rows (O(m + non-zeros)), in parallel by blocks of
-/// rows, joined in row order; only rows that store a ±0 are copied.
+/// rows, joined in row order; only rows that store a −0 are copied.
 pub(super) fn live_rows<'a>(
     p: &CsMat<f64>,
     a: &'a Dictionary,
