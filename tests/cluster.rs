@@ -254,7 +254,8 @@ fn one_two_and_three_processes_commit_exactly_what_one_node_commits() {
 /// A backlog: the leader reads each next file while the replicas start on the current one,
 /// and sends its batch out at the end of the step. A file read ahead that is not stepped (a
 /// duplicate of a committed one, rejected at its turn) has its step abandoned by every
-/// replica; what is committed is still exactly what one node commits.
+/// replica; what is committed is still exactly what one node commits, the later steps dealt
+/// by measured burdens.
 #[test]
 fn a_backlog_read_ahead_commits_what_one_node_commits_even_past_a_duplicate() {
     let mut files = batches(6, 150);
@@ -288,6 +289,13 @@ fn a_backlog_read_ahead_commits_what_one_node_commits_even_past_a_duplicate() {
     assert!(
         log.contains("the leader abandoned the step"),
         "the step of the duplicate was not abandoned: {log}"
+    );
+    // later steps dealt the search and the rows by measured burdens, not the fixed parts
+    assert!(
+        log.lines().any(|l| l.contains("cluster step")
+            && l.contains("burdens=\"")
+            && !l.contains("burdens=\"fixed\"")),
+        "no step was dealt by measured burdens: {log}"
     );
     assert_eq!(verdicts(&d), verdicts1, "verdicts");
     assert_eq!(digest(&d), digest1, "digest");

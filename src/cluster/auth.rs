@@ -67,7 +67,7 @@ const EARLIER: [&[u8; 8]; 2] = [b"novadcl1", b"novadcl2"];
 /// works out every worker's hand, so two builds that deal differently cannot share a step).
 /// Raised with any change to them; processes of different versions refuse each other at
 /// connect, after both proved the key.
-pub const PROTOCOL: u64 = 2;
+pub const PROTOCOL: u64 = 3;
 
 /// Bytes of a hello: magic, protocol, index, processes, workers, nonce.
 const HELLO_LEN: usize = 8 + 4 * 8 + 32;

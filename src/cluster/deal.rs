@@ -1,17 +1,52 @@
 //! Who works out what in a step: the hands of the 64 logical shards dealt to the workers
 //! of a cluster for the tokenising, the coding, the search and the update's rows. Every hand
 //! is a pure function of values every worker has (the job's predicted costs, the number of
-//! workers), so every worker deals the same hands; no output depends on them. Work that is
-//! stolen ([`super::pool`]) starts from these hands; work that is not (the search's
-//! documents, the update's rows) is dealt with a lighter hand for a worker that has other
-//! work in the step ([`deal_lighter`]), that work weighed as a part of the whole batch's
-//! cost: the leader's is a fixed amount, so a fixed part, as heavy with two workers as with
-//! eight; the finder's is set as one worker's share.
+//! workers, the step's [`Burdens`]), so every worker deals the same hands; no output depends
+//! on them. Work that is stolen ([`super::pool`]) starts from these hands; work that is not
+//! (the search's documents, the update's rows) is dealt with a lighter hand for a worker that
+//! has other work in the step ([`deal_lighter`]), that work weighed as a part of the whole
+//! batch's cost: as measured ([`super::balance`]), or before anything is measured as fixed
+//! parts — the leader's a fixed amount, so a fixed part, as heavy with two workers as with
+//! eight; the finder's one worker's share.
+
+use serde::{Deserialize, Serialize};
 
 use novad_models::l1::dictionary::{deal, deal_after, UpdateJob, LOGICAL_SHARDS};
 use novad_models::l1::replicate::CodingJob;
 
 use super::protocol::{finder, LeadTerms};
+
+/// The unit of [`Burdens`]: a burden of `BURDEN_UNIT` is as much other work as the whole of a
+/// step's work dealt without stealing (the search's documents and the update's rows).
+pub(super) const BURDEN_UNIT: u32 = 1 << 12;
+
+/// Each worker's other work in a step — everything but the search's documents and the update's
+/// rows, which are dealt without stealing — as a part of those (in [`BURDEN_UNIT`]s), by
+/// worker; only the differences between workers count. Measured by the leader
+/// ([`super::balance::Balance`]) and sent with each step ([`super::protocol::Lead::Step`]),
+/// so that every worker deals the same hands. `None`: not measured yet, the fixed parts
+/// ([`LEADER_WORK`], [`finder_work`]). A worker past the end of the list has none.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Burdens(pub Option<Vec<u32>>);
+
+impl Burdens {
+    /// The other work of `peers` workers as parts of the dealt work, with `fixed` when none
+    /// was measured.
+    fn parts(&self, peers: usize, fixed: &[(usize, Part)]) -> Vec<(usize, Part)> {
+        match &self.0 {
+            Some(b) => b
+                .iter()
+                .take(peers)
+                .enumerate()
+                .map(|(w, &n)| (w, Part(n as u64, BURDEN_UNIT as u64)))
+                .collect(),
+            None => fixed.to_vec(),
+        }
+    }
+}
+
+/// The finer unit [`deal_lighter`] counts costs in: 1/FINE of theirs.
+const FINE: u64 = 1 << 12;
 
 /// A part of a batch's whole cost (of every shard together): `Part(n, d)` is n/d of it.
 #[derive(Debug, Clone, Copy)]
@@ -36,12 +71,16 @@ fn deal_lighter(
 ) -> Vec<Vec<usize>> {
     let mut before = vec![0u64; peers.max(1)];
     if peers > 1 {
-        let total = costs.iter().sum::<u64>();
+        // in 1/FINE of the costs' unit, so that a part of a cheap batch (the search: one
+        // unit a shard) is not rounded down to whole shards
+        let costs = costs.map(|c| c.saturating_mul(FINE));
+        let total = costs.iter().fold(0u64, |a, &c| a.saturating_add(c));
         for &(w, Part(n, d)) in extra {
             if let Some(b) = before.get_mut(w) {
                 *b = b.saturating_add(total.saturating_mul(n) / d.max(1));
             }
         }
+        return deal_after(&costs, &before);
     }
     deal_after(costs, &before)
 }
@@ -63,14 +102,28 @@ fn finder_work(peers: usize) -> Part {
     Part::share(peers)
 }
 
+/// The fixed parts as burdens of `peers` workers (in parts of the dealt work, by worker): where
+/// measured burdens start ([`super::balance::Balance`]). The leader's [`LEADER_WORK`], the
+/// finder's [`finder_work`].
+pub(super) fn fixed_burdens(peers: usize) -> Vec<f64> {
+    let mut b = vec![0.0; peers];
+    let part = |Part(n, d): Part| n as f64 / d.max(1) as f64;
+    if peers > 1 {
+        b[0] += part(LEADER_WORK);
+        b[finder(peers)] += part(finder_work(peers));
+    }
+    b
+}
+
 /// The logical shards of worker `index` of `peers`: it searches the memory for their batch
-/// documents. The leader's other work in a step counts as half of the search
-/// ([`LEADER_WORK`], [`deal_lighter`], one unit of cost per shard), so it searches for fewer
-/// documents than a replica, from three workers on for none; the same hands on every
-/// worker. (The coding, with which the search shares its rounds, is work-stolen: a
-/// worker with less to search codes more, see [`super::pool`].)
-pub(super) fn my_shards(index: usize, peers: usize) -> Vec<usize> {
-    let mut hands = deal_lighter(&[1; LOGICAL_SHARDS], peers, &[(0, LEADER_WORK)]);
+/// documents. A worker's other work in the step counts as its `burdens` say ([`deal_lighter`],
+/// one unit of cost per shard); unmeasured, the leader's counts as half of the search
+/// ([`LEADER_WORK`]), so it searches for fewer documents than a replica, from three workers
+/// on for none. The same hands on every worker. (The coding, with which the search shares its
+/// rounds, is work-stolen: a worker with less to search codes more, see [`super::pool`].)
+pub(super) fn my_shards(index: usize, peers: usize, burdens: &Burdens) -> Vec<usize> {
+    let extra = burdens.parts(peers, &[(0, LEADER_WORK)]);
+    let mut hands = deal_lighter(&[1; LOGICAL_SHARDS], peers, &extra);
     if index < hands.len() {
         hands.swap_remove(index)
     } else {
@@ -89,13 +142,17 @@ pub(super) fn coding_deal(job: &CodingJob<'_>, peers: usize) -> Vec<Vec<usize>> 
 
 /// Every worker's hand of the logical shards of Â's rows whose gradient rows it computes in
 /// the update of `job` (of `peers` workers), dealt out by their predicted cost
-/// ([`UpdateJob::shard_costs`], [`deal_lighter`]): the leader's other work in a step counts as
-/// half of the rows ([`LEADER_WORK`]) and the finder's ([`finder`]: the plan of the step's
-/// atom refresh, which it works out before its rows — each step with the default parameters)
-/// as one worker's share ([`finder_work`]), so they compute fewer rows than the other
-/// replicas. The same hands on every worker.
-pub(super) fn row_deal(job: &UpdateJob<'_>, peers: usize) -> Vec<Vec<usize>> {
-    let extra = [(0, LEADER_WORK), (finder(peers), finder_work(peers))];
+/// ([`UpdateJob::shard_costs`], [`deal_lighter`]), a worker's other work in the step counted
+/// as its `burdens` say; unmeasured, the leader's counts as half of the rows ([`LEADER_WORK`])
+/// and the finder's ([`finder`]: the plan of the step's atom refresh, which it works out
+/// before its rows — each step with the default parameters) as one worker's share
+/// ([`finder_work`]), so they compute fewer rows than the other replicas. The same hands on
+/// every worker.
+pub(super) fn row_deal(job: &UpdateJob<'_>, peers: usize, burdens: &Burdens) -> Vec<Vec<usize>> {
+    let extra = burdens.parts(
+        peers,
+        &[(0, LEADER_WORK), (finder(peers), finder_work(peers))],
+    );
     deal_lighter(&job.shard_costs(), peers, &extra)
 }
 
@@ -179,17 +236,44 @@ mod tests {
     /// every shard is searched once.
     #[test]
     fn the_leaders_search_shrinks_as_workers_are_added() {
+        let fixed = Burdens(None);
+        let hand = |w, peers| my_shards(w, peers, &fixed);
         for peers in 1..=6 {
-            let mut all: Vec<usize> = (0..peers).flat_map(|w| my_shards(w, peers)).collect();
+            let mut all: Vec<usize> = (0..peers).flat_map(|w| hand(w, peers)).collect();
             all.sort_unstable();
             assert_eq!(all, (0..LOGICAL_SHARDS).collect::<Vec<_>>(), "{peers}");
         }
-        assert_eq!(my_shards(0, 1).len(), LOGICAL_SHARDS);
-        assert_eq!(my_shards(0, 2).len(), LOGICAL_SHARDS / 4);
-        assert_eq!(my_shards(1, 2).len(), 3 * LOGICAL_SHARDS / 4);
+        assert_eq!(hand(0, 1).len(), LOGICAL_SHARDS);
+        assert_eq!(hand(0, 2).len(), LOGICAL_SHARDS / 4);
+        assert_eq!(hand(1, 2).len(), 3 * LOGICAL_SHARDS / 4);
         for peers in 3..=6 {
-            assert!(my_shards(0, peers).is_empty(), "{peers}");
+            assert!(hand(0, peers).is_empty(), "{peers}");
         }
+    }
+
+    /// Measured burdens replace the fixed parts: each worker's hand of the search is lighter
+    /// by its burden (a burden of a quarter of the dealt work with four workers: a quarter of
+    /// the shards fewer than the others' third more), every shard dealt once; a burden past
+    /// the workers is ignored and a worker past the list has none; a worker alone takes all.
+    #[test]
+    fn measured_burdens_replace_the_fixed_parts() {
+        let q = BURDEN_UNIT / 4;
+        let b = Burdens(Some(vec![0, q, 0, 0, 7 * BURDEN_UNIT]));
+        let hands: Vec<usize> = (0..4).map(|w| my_shards(w, 4, &b).len()).collect();
+        assert_eq!(hands.iter().sum::<usize>(), LOGICAL_SHARDS);
+        // totals level: 1/4 + h1 = h0, and h0 = h2 = h3
+        assert_eq!(hands, vec![20, 4, 20, 20]);
+        let short = Burdens(Some(vec![q]));
+        let hands: Vec<usize> = (0..3).map(|w| my_shards(w, 3, &short).len()).collect();
+        // 1/4 + h0 = h1 = h2 within a shard
+        assert_eq!(hands.iter().sum::<usize>(), LOGICAL_SHARDS);
+        assert!(hands[0] < hands[1].min(hands[2]), "{hands:?}");
+        assert!(hands[1].abs_diff(hands[2]) <= 1, "{hands:?}");
+        assert!(
+            (hands[0] + LOGICAL_SHARDS / 4).abs_diff(hands[1]) <= 1,
+            "{hands:?}"
+        );
+        assert_eq!(my_shards(0, 1, &b).len(), LOGICAL_SHARDS);
     }
 
     /// The leader's part of the tokenising shrinks with its other work: with one replica and

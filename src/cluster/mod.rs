@@ -51,6 +51,7 @@
 //! timestep, from which a restarted cluster resumes. dnmf and ostc run on one node only.
 
 pub mod auth;
+mod balance;
 mod deal;
 mod net;
 mod pool;

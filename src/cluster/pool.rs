@@ -33,11 +33,12 @@ use novad_models::l1::replicate::{
 };
 use novad_models::model::EngineError;
 
-use super::deal::{coding_deal, term_deal};
+use super::balance::Load;
+use super::deal::{coding_deal, term_deal, Burdens};
 use super::net::Gather;
 use super::protocol::{
     abandoned, broken, decode, encode, gather_outputs, gather_terms, search_round, shards_message,
-    terms_message, vocab_mark, LeadTerms,
+    terms_message, vocab_mark, LeadTerms, Reply,
 };
 
 /// A worker's announcement that it works out `shards` (bit s: logical shard s) of the pooled
@@ -304,12 +305,16 @@ impl<W: Work> Pool<W> {
 /// shard's outputs (each once, whoever coded it) and, with a query, the nearest remembered
 /// document of each document ([`search_round`]). The worker codes its hand in the wait of
 /// the search round and takes shards from the others' hands once its own is done (see the
-/// module's documentation).
+/// module's documentation). The search's documents are dealt with the step's `burdens`; a
+/// replica reports `load` with its outputs, and the replicas' loads are returned, by replica
+/// (each `None` when it reported none).
 pub(super) fn code_and_search(
     gather: &RefCell<Gather>,
     job: &CodingJob<'_>,
     query: Option<&Query<'_>>,
-) -> Result<(CodedAndFound, PoolFigures), EngineError> {
+    burdens: &Burdens,
+    load: Option<Load>,
+) -> Result<(CodedAndFound, PoolFigures, Vec<Option<Load>>), EngineError> {
     let coding = Coding {
         job,
         dict: job.prepare(),
@@ -325,7 +330,7 @@ pub(super) fn code_and_search(
     let near = match query {
         Some(q) => {
             let mut fill = || pool.fill(&mut gather.borrow_mut());
-            let near = search_round(gather, job.timestep, q, &mut fill)?;
+            let near = search_round(gather, job.timestep, q, burdens, &mut fill)?;
             Some(near)
         }
         None => None,
@@ -335,13 +340,20 @@ pub(super) fn code_and_search(
     pool.figures.search_bytes = bytes1 - bytes0;
     let index = pool.me;
     let round = pool.finish(&mut gather.borrow_mut(), |outs| {
-        shards_message(index, job.timestep, outs)
+        shards_message(index, job.timestep, outs, load)
     })?;
     pool.figures.outputs_bytes = traffic() - bytes1;
     pool.figures.codes_bytes = round.iter().map(|b| b.len() as u64).sum();
     let (lead, replies) = decode(&round)?;
+    let loads = replies
+        .iter()
+        .map(|r| match r {
+            Reply::Shards { load, .. } => *load,
+            _ => None,
+        })
+        .collect();
     let outs = merge::<Coding>(gather_outputs(lead, replies, job.timestep)?)?;
-    Ok(((outs, near), pool.figures))
+    Ok(((outs, near), pool.figures, loads))
 }
 
 /// A step's tokenising of `job` on any worker of `gather`: every shard's resolved terms, each

@@ -37,7 +37,8 @@ use novad_models::memory::{Floor, Neighbour, Share};
 use novad_models::model::{EngineError, Judgement};
 use novad_models::text::Vocabulary;
 
-use super::deal::my_shards;
+use super::balance::Load;
+use super::deal::{my_shards, Burdens};
 use super::net::Gather;
 
 /// The leader's contribution to a round.
@@ -51,13 +52,15 @@ pub enum Lead {
     },
     /// Step the model at `timestep` on these documents (with their times); `judged`: the
     /// leader has the hybrid detector, so the step has a search round and a judgement round.
-    /// `lead_terms`: how much of the tokenising the leader does (see [`term_deal`](super::deal::term_deal)).
+    /// `lead_terms`: how much of the tokenising the leader does (see [`term_deal`](super::deal::term_deal));
+    /// `burdens`: each worker's other work, for the hands of the search and the rows.
     Step {
         timestep: u64,
         docs: Vec<String>,
         times: Vec<i64>,
         judged: bool,
         lead_terms: LeadTerms,
+        burdens: Burdens,
     },
     /// The leader's shards' resolved terms for the step's terms round, and the mark of the
     /// vocabulary they were resolved against.
@@ -118,10 +121,12 @@ pub enum Reply {
         vocab: [u64; 2],
         outs: Vec<ShardTerms>,
     },
-    /// The outputs of its shards for the step of the model at `timestep`.
+    /// The outputs of its shards for the step of the model at `timestep`, and its load of
+    /// the cycle before this step, when it measured one.
     Shards {
         timestep: u64,
         outs: Vec<ShardOutput>,
+        load: Option<Load>,
     },
     /// Its part of the search round of the step of the model at `timestep`, from a memory
     /// with this mark indexing these logical shards.
@@ -267,11 +272,20 @@ pub(super) fn gather_rows(
 
 /// What worker `index` contributes to the coding round of the step at `timestep`: the
 /// outputs of the shards it coded.
-pub(super) fn shards_message(index: usize, timestep: u64, outs: Vec<ShardOutput>) -> Vec<u8> {
+pub(super) fn shards_message(
+    index: usize,
+    timestep: u64,
+    outs: Vec<ShardOutput>,
+    load: Option<Load>,
+) -> Vec<u8> {
     if index == 0 {
         encode(&Lead::Shards(outs))
     } else {
-        encode(&Reply::Shards { timestep, outs })
+        encode(&Reply::Shards {
+            timestep,
+            outs,
+            load,
+        })
     }
 }
 
@@ -327,7 +341,7 @@ pub(super) fn gather_outputs(
             other => Err(other),
         },
         |r| match r {
-            Reply::Shards { timestep, outs } => Some((timestep, outs)),
+            Reply::Shards { timestep, outs, .. } => Some((timestep, outs)),
             _ => None,
         },
     )
@@ -458,9 +472,9 @@ fn search_parts(payloads: &[Vec<u8>], timestep: u64) -> Result<Vec<SearchPart>, 
 }
 
 /// The batch positions (of `n`) of the documents of worker `index`'s logical shards, shard by
-/// shard: the documents whose nearest match it looks for.
-fn own_positions(index: usize, peers: usize, n: usize) -> Vec<usize> {
-    my_shards(index, peers)
+/// shard: the documents whose nearest match it looks for (dealt with the step's `burdens`).
+fn own_positions(index: usize, peers: usize, n: usize, burdens: &Burdens) -> Vec<usize> {
+    my_shards(index, peers, burdens)
         .into_iter()
         .flat_map(|s| shard_docs(n, s))
         .collect()
@@ -469,7 +483,11 @@ fn own_positions(index: usize, peers: usize, n: usize) -> Vec<usize> {
 /// Each document's nearest match in the whole memory, in batch order, from the part of the
 /// worker owning the document's logical shard. Fails unless every worker's memory indexes
 /// every logical shard and each answered for exactly its own documents.
-fn owners_best(parts: &[SearchPart], n: usize) -> Result<Vec<Option<Neighbour>>, EngineError> {
+fn owners_best(
+    parts: &[SearchPart],
+    n: usize,
+    burdens: &Burdens,
+) -> Result<Vec<Option<Neighbour>>, EngineError> {
     let peers = parts.len();
     let all = Share::all().mask();
     if let Some(w) = parts.iter().position(|p| p.shards != all) {
@@ -481,7 +499,7 @@ fn owners_best(parts: &[SearchPart], n: usize) -> Result<Vec<Option<Neighbour>>,
     }
     let mut best = vec![None; n];
     for (w, p) in parts.iter().enumerate() {
-        let at = own_positions(w, peers, n);
+        let at = own_positions(w, peers, n, burdens);
         check_count(w, p, at.len())?;
         for (j, x) in at.into_iter().zip(&p.near) {
             best[j] = *x;
@@ -528,12 +546,14 @@ fn search_message(index: usize, timestep: u64, memory: [u64; 3], part: SearchPar
 /// in all the more workers share it: a document's match must then be looked for in every
 /// share, see docs/RESULTS.md.)
 ///
-/// `fill` runs while this worker waits for the round (it returns once the round is
-/// complete, or when it has nothing more to do).
+/// The documents are dealt with the step's `burdens` ([`my_shards`]). `fill` runs while this
+/// worker waits for the round (it returns once the round is complete, or when it has nothing
+/// more to do).
 pub(super) fn search_round(
     gather: &RefCell<Gather>,
     timestep: u64,
     query: &Query<'_>,
+    burdens: &Burdens,
     fill: &mut dyn FnMut() -> Result<(), EngineError>,
 ) -> Result<Vec<Option<Neighbour>>, EngineError> {
     let Query {
@@ -546,7 +566,7 @@ pub(super) fn search_round(
         let g = gather.borrow();
         (g.index(), g.peers())
     };
-    let own: Vec<(usize, Option<Floor>)> = own_positions(index, peers, n)
+    let own: Vec<(usize, Option<Floor>)> = own_positions(index, peers, n, burdens)
         .into_iter()
         .map(|j| (j, None))
         .collect();
@@ -555,7 +575,7 @@ pub(super) fn search_round(
         near: search(&own),
     };
     let payloads = exchange(gather, search_message(index, timestep, memory, part), fill)?;
-    owners_best(&search_parts(&payloads, timestep)?, n)
+    owners_best(&search_parts(&payloads, timestep)?, n, burdens)
 }
 
 /// A round of `gather` with `mine` as this worker's payload, `fill` running while it waits.
@@ -662,6 +682,7 @@ pub(super) fn gathered_found(round: &[Vec<u8>], timestep: u64) -> Result<Found, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::deal::BURDEN_UNIT;
     use novad_models::memory::testing::{batch, next};
     use novad_models::memory::{DocMemory, MemoryParams, TermVector};
 
@@ -702,11 +723,25 @@ mod tests {
         stale: Option<usize>,
         edit: impl Fn(usize, &mut SearchPart),
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
+        search_dealt(&Burdens(None), peers, n, timestep, stale, edit)
+    }
+
+    /// [`search`] with the documents dealt by `burdens`.
+    fn search_dealt(
+        burdens: &Burdens,
+        peers: usize,
+        n: usize,
+        timestep: u64,
+        stale: Option<usize>,
+        edit: impl Fn(usize, &mut SearchPart),
+    ) -> Result<Vec<Option<Neighbour>>, EngineError> {
         let (m, qs) = memory();
         let round: Vec<Vec<u8>> = (0..peers)
             .map(|i| {
-                let asked: Vec<&TermVector> =
-                    own_positions(i, peers, n).iter().map(|&j| &qs[j]).collect();
+                let asked: Vec<&TermVector> = own_positions(i, peers, n, burdens)
+                    .iter()
+                    .map(|&j| &qs[j])
+                    .collect();
                 let mut part = SearchPart {
                     shards: m.share().mask(),
                     near: m.nearest_batch(&asked),
@@ -716,35 +751,56 @@ mod tests {
                 search_message(i, timestep, mark, part)
             })
             .collect();
-        owners_best(&search_parts(&round, 7)?, n)
+        owners_best(&search_parts(&round, 7)?, n, burdens)
+    }
+
+    /// Measured burdens of 3 workers: the second busiest, the third none.
+    fn measured() -> Burdens {
+        Burdens(Some(vec![BURDEN_UNIT / 8, BURDEN_UNIT / 4, 0]))
     }
 
     #[test]
     fn one_search_round_over_the_whole_memory_gives_its_answer_once_per_document() {
         let (m, qs) = memory();
-        for peers in 1..=3 {
-            for n in [0, 5, 64, 130] {
-                let qs: Vec<&TermVector> = qs.iter().take(n).collect();
-                let got = search(peers, n, 7, None, |_, _| {}).unwrap();
-                assert_eq!(got, m.nearest_batch(&qs), "{peers} workers, {n} documents");
+        for burdens in [Burdens(None), measured()] {
+            for peers in 1..=3 {
+                for n in [0, 5, 64, 130] {
+                    let qs: Vec<&TermVector> = qs.iter().take(n).collect();
+                    let got = search_dealt(&burdens, peers, n, 7, None, |_, _| {}).unwrap();
+                    assert_eq!(got, m.nearest_batch(&qs), "{peers} workers, {n} documents");
+                }
             }
         }
         // every position is asked by exactly one worker; the leader, with other work, asks
-        // for fewer than any replica
-        for peers in 1..=5 {
-            let mut seen = vec![0; 130];
-            for i in 0..peers {
-                for j in own_positions(i, peers, 130) {
-                    seen[j] += 1;
+        // for fewer than any replica; with measured burdens, the busier the fewer
+        for burdens in [Burdens(None), measured()] {
+            for peers in 1..=5 {
+                let mut seen = vec![0; 130];
+                for i in 0..peers {
+                    for j in own_positions(i, peers, 130, &burdens) {
+                        seen[j] += 1;
+                    }
                 }
-            }
-            assert!(seen.iter().all(|&c| c == 1), "{peers}: {seen:?}");
-            let lead = my_shards(0, peers).len();
-            for i in 1..peers {
-                assert!(lead < my_shards(i, peers).len(), "{peers}: worker {i}");
+                assert!(seen.iter().all(|&c| c == 1), "{peers}: {seen:?}");
             }
         }
-        assert!(my_shards(5, 5).is_empty());
+        let none = Burdens(None);
+        for peers in 1..=5 {
+            let lead = my_shards(0, peers, &none).len();
+            for i in 1..peers {
+                assert!(
+                    lead < my_shards(i, peers, &none).len(),
+                    "{peers}: worker {i}"
+                );
+            }
+        }
+        assert!(my_shards(5, 5, &none).is_empty());
+        let hand = |w| my_shards(w, 3, &measured()).len();
+        assert!(
+            hand(1) < hand(0) && hand(0) < hand(2),
+            "{:?}",
+            (hand(0), hand(1), hand(2))
+        );
     }
 
     /// Only the leader's abort marks a round abandoned: not another command, not a replica's
@@ -831,7 +887,7 @@ mod tests {
         let (m, _) = memory();
         let part = SearchPart {
             shards: m.share().mask(),
-            near: vec![None; own_positions(0, 2, n).len()],
+            near: vec![None; own_positions(0, 2, n, &Burdens(None)).len()],
         };
         let r = vec![search_message(0, 7, m.mark(), part), encode(&Reply::Idle)];
         let e = search_parts(&r, 7).unwrap_err().to_string();

@@ -2,9 +2,9 @@
 //! part of each step ([`ReplicaSide`]) and its judge ([`RemoteJudge`]), which takes part in
 //! the search and receives the leader's judgement (see [`super::protocol`]).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use novad_models::engine::{memory_batch, scored_batch, searcher, MemoryBatch};
 use novad_models::l1::dictionary::{ColumnSum, GradientRows, ProjectedRows, UpdateJob};
@@ -17,7 +17,8 @@ use novad_models::memory::{DocMemory, Neighbour};
 use novad_models::model::{EngineError, Judge, Judgement, Scored};
 use novad_models::text::{SparseDoc, Vocabulary};
 
-use super::deal::row_deal;
+use super::balance::{cpu_of, Load, Meter};
+use super::deal::{row_deal, Burdens};
 use super::net::Gather;
 use super::pool::{code_and_search, tokenise, PoolFigures};
 use super::protocol::{
@@ -39,6 +40,24 @@ pub(super) struct ReplicaSide {
     pub terms: PoolFigures,
     /// What the step's coding and search cost this worker.
     pub coding: PoolFigures,
+    /// Each worker's other work, for the hands of the search and the rows.
+    pub burdens: Burdens,
+    /// This worker's load of the cycle before the step, reported in the coding round.
+    pub load: Option<Load>,
+    /// The CPU of this worker's dealt work in the step: its search and its rows.
+    pub dealt: Cell<Duration>,
+}
+
+/// `search`, its CPU added to `dealt`.
+fn metered_search<'s>(
+    dealt: &'s Cell<Duration>,
+    search: &'s MemorySearch<'s>,
+) -> Box<MemorySearch<'s>> {
+    Box::new(move |at| {
+        let (near, cpu) = cpu_of(|| search(at));
+        dealt.set(dealt.get() + cpu);
+        near
+    })
 }
 
 impl Replication for ReplicaSide {
@@ -57,7 +76,17 @@ impl Replication for ReplicaSide {
         job: &CodingJob<'_>,
         query: Option<&Query<'_>>,
     ) -> Result<CodedAndFound, EngineError> {
-        let (coded, f) = code_and_search(&self.gather, job, query)?;
+        let searched = query.map(|q| (q, metered_search(&self.dealt, &*q.search)));
+        let searched = searched
+            .as_ref()
+            .map(|(q, search)| query_of(q.n, q.memory, q.shards, &**search));
+        let (coded, f, _) = code_and_search(
+            &self.gather,
+            job,
+            searched.as_ref(),
+            &self.burdens,
+            self.load,
+        )?;
         self.coding = f;
         if query.is_some() {
             // the step's next round is the judgement, where a replica's part is always
@@ -75,8 +104,11 @@ impl Replication for ReplicaSide {
         shards: u64,
         search: &MemorySearch<'_>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
-        let q = query_of(n, memory, shards, search);
-        search_round(&self.gather, self.timestep, &q, &mut || Ok(()))
+        let search = metered_search(&self.dealt, search);
+        let q = query_of(n, memory, shards, &*search);
+        search_round(&self.gather, self.timestep, &q, &self.burdens, &mut || {
+            Ok(())
+        })
     }
 
     fn finds(&self) -> bool {
@@ -106,7 +138,9 @@ impl Replication for ReplicaSide {
             let g = self.gather.borrow();
             (g.index(), g.peers())
         };
-        Ok(job.run(&row_deal(job, peers)[index]))
+        let (rows, cpu) = cpu_of(|| job.run(&row_deal(job, peers, &self.burdens)[index]));
+        self.dealt.set(self.dealt.get() + cpu);
+        Ok(rows)
     }
 
     fn reduce(&mut self, mine: Vec<ColumnSum>) -> Result<Vec<ColumnSum>, EngineError> {
@@ -240,6 +274,8 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
     // and the bytes it sent
     let mut sent = 0;
     let mut memory: Option<DocMemory> = None;
+    // this process's CPU from one step's start to the next, reported to the leader
+    let mut meter = Meter::default();
     loop {
         match next_command(&gather)? {
             Lead::Load {
@@ -264,6 +300,8 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                     "model loaded"
                 );
                 model = Some(*m);
+                // the cycle under way is not a usual one: not measured
+                meter = Meter::default();
             }
             Lead::Step {
                 timestep,
@@ -271,7 +309,9 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                 times,
                 judged,
                 lead_terms,
+                burdens,
             } => {
+                let load = meter.cycle();
                 let Some(cur) = model.as_ref().filter(|m| m.timestep() == timestep) else {
                     tracing::warn!(worker = index, timestep, "not at the leader's timestep");
                     continue;
@@ -282,6 +322,9 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                     lead_terms,
                     terms: Default::default(),
                     coding: Default::default(),
+                    burdens,
+                    load,
+                    dealt: Cell::new(Duration::ZERO),
                 };
                 let mut remote = RemoteJudge {
                     gather: Rc::clone(&gather),
@@ -293,7 +336,9 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                 };
                 let judge: Option<&mut dyn Judge> = if judged { Some(&mut remote) } else { None };
                 let t0 = Instant::now();
-                match cur.step_replicated(&docs, judge, &mut side) {
+                let stepped = cur.step_replicated(&docs, judge, &mut side);
+                meter.add_dealt(side.dealt.get());
+                match stepped {
                     Ok((m, out)) => {
                         let s = &out.stats;
                         tracing::info!(

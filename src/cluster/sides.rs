@@ -1,9 +1,9 @@
 //! The leader's side of the cluster: it steps the daemon's engine with the replicas (see
 //! [`super::protocol`]).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use novad_models::l1::dictionary::{ColumnSum, GradientRows, ProjectedRows, UpdateJob};
 use novad_models::l1::replicate::{
@@ -14,7 +14,8 @@ use novad_models::memory::{Floor, Neighbour};
 use novad_models::model::{EngineError, Judgement};
 use novad_models::{Engine, StepOutput};
 
-use super::deal::row_deal;
+use super::balance::{cpu_of, Balance, Load, Meter};
+use super::deal::{fixed_burdens, row_deal, Burdens, BURDEN_UNIT};
 use super::net::Gather;
 use super::pool::{begin_terms_aside, code_and_search, tokenise, tokenised_aside};
 use super::protocol::{
@@ -40,12 +41,18 @@ pub struct Leader {
     waited: f64,
     /// The bytes the gather sent counted up to the last step logged.
     sent: u64,
+    /// This process's CPU from one step's start to the next.
+    meter: Meter,
+    /// Every worker's other work, measured, for the deal of the next steps.
+    balance: Balance,
 }
 
-/// A step sent out ahead of its turn: the timestep of the model it steps, and its batch.
+/// A step sent out ahead of its turn: the timestep of the model it steps, its batch, and the
+/// burdens it was sent with.
 struct Ahead {
     timestep: u64,
     batch: Batch,
+    burdens: Burdens,
 }
 
 impl Ahead {
@@ -68,6 +75,8 @@ impl Leader {
             ahead: None,
             waited: 0.0,
             sent: 0,
+            meter: Meter::default(),
+            balance: Balance::default(),
         }
     }
 
@@ -110,37 +119,42 @@ impl Leader {
         before: &mut Option<Before<'_>>,
     ) -> Result<(Engine, StepOutput), EngineError> {
         let between_seconds = self.last_end.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        let load = self.meter.cycle();
         if !self.in_sync {
             self.load(engine)?;
+            // the load is no usual cycle's work
+            self.meter.restart();
         }
         self.in_sync = false;
         let sent_ahead = self
             .ahead
             .as_ref()
             .is_some_and(|a| a.is(engine, texts, times));
-        let (lead_terms, docs_seconds, docs_bytes) = if sent_ahead {
-            self.ahead = None;
-            (LeadTerms::Little, 0.0, 0)
-        } else {
-            self.abandon_ahead();
-            // with the last timestep to write, the leader leaves most tokenising to the replicas
-            let lead_terms = match before {
-                Some(_) => LeadTerms::Less,
-                None => LeadTerms::Share,
+        let (lead_terms, burdens, docs_seconds, docs_bytes) =
+            if let Some(a) = self.ahead.take_if(|_| sent_ahead) {
+                (LeadTerms::Little, a.burdens, 0.0, 0)
+            } else {
+                self.abandon_ahead();
+                // with the last timestep to write, the leader leaves most tokenising to the replicas
+                let lead_terms = match before {
+                    Some(_) => LeadTerms::Less,
+                    None => LeadTerms::Share,
+                };
+                // the batch goes out while the leader tokenises its shards; the terms round
+                // finishes it
+                let burdens = self.balance.burdens();
+                let docs = metered(&self.gather, || {
+                    self.gather.borrow_mut().begin(encode(&Lead::Step {
+                        timestep: engine.timestep(),
+                        docs: texts.iter().map(|t| t.to_string()).collect(),
+                        times: times.to_vec(),
+                        judged: engine.hybrid().is_some(),
+                        lead_terms,
+                        burdens: burdens.clone(),
+                    }))
+                });
+                (lead_terms, burdens, docs.seconds, docs.bytes)
             };
-            // the batch goes out while the leader tokenises its shards; the terms round
-            // finishes it
-            let docs = metered(&self.gather, || {
-                self.gather.borrow_mut().begin(encode(&Lead::Step {
-                    timestep: engine.timestep(),
-                    docs: texts.iter().map(|t| t.to_string()).collect(),
-                    times: times.to_vec(),
-                    judged: engine.hybrid().is_some(),
-                    lead_terms,
-                }))
-            });
-            (lead_terms, docs.seconds, docs.bytes)
-        };
         // the replicas tokenise meanwhile; when they have the batch already and the leader has
         // other work, they tokenise all of it and go on to the coding without waiting for it
         let terms_aside = (sent_ahead && before.is_some() && self.gather.borrow().peers() > 1)
@@ -163,8 +177,14 @@ impl Leader {
             terms_aside,
             ahead_due: false,
             figures: Figures::default(),
+            burdens,
+            load,
+            balance: std::mem::take(&mut self.balance),
+            dealt: Cell::new(Duration::ZERO),
         };
         let r = engine.step_at_moving_replicated(texts, times, &mut side);
+        self.meter.add_dealt(side.dealt.get());
+        self.balance = std::mem::take(&mut side.balance);
         if r.is_ok() && side.ahead_due {
             // a step without a found round: its rows round was its last
             side.send_ahead();
@@ -208,6 +228,7 @@ impl Leader {
             update_wait_seconds = format!("{:.4}", f.update_wait_seconds),
             update_rounds = f.update_rounds,
             update_bytes = f.update_bytes,
+            burdens = shown(&side.burdens),
             wait_seconds = format!("{:.4}", waited_since(&self.gather, &mut self.waited)),
             sent_bytes = sent_since(&self.gather, &mut self.sent),
             "cluster step"
@@ -287,6 +308,18 @@ pub(super) fn waited_since(gather: &RefCell<Gather>, last: &mut f64) -> f64 {
     now - std::mem::replace(last, now)
 }
 
+/// Burdens as logged: each worker's in thousandths of the dealt work, or `fixed`.
+fn shown(b: &Burdens) -> String {
+    match &b.0 {
+        Some(v) => v
+            .iter()
+            .map(|&n| (n as u64 * 1000 / BURDEN_UNIT as u64).to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        None => "fixed".into(),
+    }
+}
+
 /// Where a step's time and traffic went, as the leader sees it (logged with each step).
 #[derive(Default)]
 struct Figures {
@@ -361,6 +394,14 @@ struct LeaderSide {
     /// The update is over: the next batch goes out after the step's last round is begun.
     ahead_due: bool,
     figures: Figures,
+    /// Each worker's other work, for the hands of the step's search and rows.
+    burdens: Burdens,
+    /// The leader's load of the cycle before the step.
+    load: Option<Load>,
+    /// Every worker's other work, measured: takes the loads of the step's coding round.
+    balance: Balance,
+    /// The CPU of the leader's dealt work in the step: its search and its rows.
+    dealt: Cell<Duration>,
 }
 
 impl LeaderSide {
@@ -415,11 +456,22 @@ impl LeaderSide {
             times: batch.times,
             judged: self.judged,
             lead_terms: LeadTerms::Little,
+            burdens: self.balance.burdens(),
         };
         self.gather.borrow_mut().begin(encode(&step));
-        if let Lead::Step { docs, times, .. } = step {
+        if let Lead::Step {
+            docs,
+            times,
+            burdens,
+            ..
+        } = step
+        {
             let batch = Batch { texts: docs, times };
-            self.ahead = Some(Ahead { timestep, batch });
+            self.ahead = Some(Ahead {
+                timestep,
+                batch,
+                burdens,
+            });
         }
     }
 }
@@ -448,12 +500,13 @@ impl Replication for LeaderSide {
         job: &CodingJob<'_>,
         query: Option<&Query<'_>>,
     ) -> Result<CodedAndFound, EngineError> {
-        let own = std::cell::Cell::new(0.0);
+        let own = Cell::new(0.0);
         let timed = query.map(|q| {
             let search = |at: &[(usize, Option<Floor>)]| {
                 let t = Instant::now();
-                let near = (q.search)(at);
+                let (near, cpu) = cpu_of(|| (q.search)(at));
                 own.set(own.get() + t.elapsed().as_secs_f64());
+                self.dealt.set(self.dealt.get() + cpu);
                 near
             };
             (q.n, q.memory, q.shards, search)
@@ -461,7 +514,10 @@ impl Replication for LeaderSide {
         let timed = timed.as_ref().map(|(n, memory, shards, search)| {
             query_of(*n, *memory, *shards, search as &MemorySearch<'_>)
         });
-        let (out, pool) = code_and_search(&self.gather, job, timed.as_ref())?;
+        let (out, pool, loads) =
+            code_and_search(&self.gather, job, timed.as_ref(), &self.burdens, None)?;
+        let loads: Vec<Option<Load>> = std::iter::once(self.load).chain(loads).collect();
+        self.balance.observe(&loads, fixed_burdens);
         let f = &mut self.figures;
         f.search_seconds = pool.search_seconds;
         f.search_own_seconds = own.get();
@@ -484,16 +540,19 @@ impl Replication for LeaderSide {
         shards: u64,
         search: &MemorySearch<'_>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
-        let own = std::cell::Cell::new(0.0);
+        let own = Cell::new(0.0);
         let timed = |at: &[(usize, Option<Floor>)]| {
             let t = Instant::now();
-            let near = search(at);
+            let (near, cpu) = cpu_of(|| search(at));
             own.set(own.get() + t.elapsed().as_secs_f64());
+            self.dealt.set(self.dealt.get() + cpu);
             near
         };
         let q = query_of(n, memory, shards, &timed);
         let near = metered(&self.gather, || {
-            search_round(&self.gather, self.timestep, &q, &mut || Ok(()))
+            search_round(&self.gather, self.timestep, &q, &self.burdens, &mut || {
+                Ok(())
+            })
         });
         self.figures.search_seconds = near.seconds;
         self.figures.search_own_seconds = own.get();
@@ -532,8 +591,9 @@ impl Replication for LeaderSide {
             (g.index(), g.peers())
         };
         let t0 = Instant::now();
-        let mine = job.run(&row_deal(job, peers)[index]);
+        let (mine, cpu) = cpu_of(|| job.run(&row_deal(job, peers, &self.burdens)[index]));
         self.figures.gradient_seconds = t0.elapsed().as_secs_f64();
+        self.dealt.set(self.dealt.get() + cpu);
         Ok(mine)
     }
 

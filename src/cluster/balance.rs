@@ -1,0 +1,354 @@
+//! The burdens of the deal measured: each worker's CPU per step steers how much of the work
+//! dealt without stealing (the search's documents, the update's rows) it gets ([`Burdens`]).
+//!
+//! The coding and the tokenising are work-stolen and even themselves out in time; the search
+//! and the rows are dealt once, so a worker with more other work than its hand allows for
+//! (the leader's records, commit and next file, the finder's refresh plan, another program
+//! on its machine) is the busiest. Fixed parts for that work fit one number of processes and
+//! one machine: with four processes sharing two cores, the leader and the finder came out
+//! lightest by 0.005–0.010 CPU s of ~0.14 s a step, with two level. Measured instead, the
+//! parts follow the workers: every worker measures its process's CPU over each cycle from
+//! one step's start to the next and over its dealt work within it, replicas report theirs in
+//! the coding round ([`super::protocol::Reply::Shards`]), and the leader moves each worker's
+//! burden by how far its CPU was above or below the workers' mean (integral control,
+//! [`Balance`]) and sends the burdens with the next step. Which worker does what changes no
+//! output, so the measurement, however noisy, changes no verdict and no digest.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::deal::{Burdens, BURDEN_UNIT};
+
+/// A worker's CPU over one cycle of the cluster: from a step's start to the next one's (all of
+/// its process's threads), and the part of it spent on its dealt work (its search and its
+/// rows). Microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Load {
+    pub cycle_us: u64,
+    pub dealt_us: u64,
+}
+
+/// The CPU time of this process (every thread) so far, when the clock can be read.
+pub(super) fn process_cpu() -> Option<Duration> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid timespec to write to; an unsupported clock is an error return.
+        let r = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        (r == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+/// One worker's measurement of its cycles.
+#[derive(Debug, Default)]
+pub(super) struct Meter {
+    /// The process CPU at the start of the current cycle (none before the first).
+    start: Option<Duration>,
+    /// The dealt work's CPU in the current cycle.
+    dealt: Duration,
+}
+
+impl Meter {
+    /// A step starts: the load of the cycle that ends here (none for the first, or when the
+    /// clock cannot be read), and a new cycle begins.
+    pub fn cycle(&mut self) -> Option<Load> {
+        let now = process_cpu();
+        let load = match (self.start, now) {
+            (Some(s), Some(n)) => Some(Load {
+                cycle_us: n.saturating_sub(s).as_micros() as u64,
+                dealt_us: self.dealt.as_micros() as u64,
+            }),
+            _ => None,
+        };
+        self.start = now;
+        self.dealt = Duration::ZERO;
+        load
+    }
+
+    /// A new cycle from now, the CPU since the cycle's start not counted (work that is not
+    /// a usual step's: loading the model into every replica).
+    pub fn restart(&mut self) {
+        self.start = process_cpu();
+        self.dealt = Duration::ZERO;
+    }
+
+    /// Count `cpu` as dealt work of the current cycle.
+    pub fn add_dealt(&mut self, cpu: Duration) {
+        self.dealt += cpu;
+    }
+}
+
+/// `f()` and the process CPU it took.
+pub(super) fn cpu_of<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let t0 = process_cpu();
+    let v = f();
+    let took = match (t0, process_cpu()) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => Duration::ZERO,
+    };
+    (v, took)
+}
+
+/// How far one cycle's imbalance moves the burdens: the share of a worker's CPU above the
+/// workers' mean, in parts of the dealt work, that its burden grows by. Below 1 because the
+/// stolen work (the coding) takes up part of any change of hands by itself.
+const GAIN: f64 = 1.0;
+
+/// The most one cycle moves a burden, in parts of the dealt work: a cycle out of the
+/// ordinary (the first after a start, a page cache miss on a file) moves it this much at
+/// most.
+const STEP: f64 = 0.25;
+
+/// How far past the level where its hand is empty a burden may go (parts of the dealt work).
+const SLACK: f64 = 0.05;
+
+/// The level every worker's burden and hand add up to when the dealt work (1) is shared out
+/// over `burdens` (water-filling: Σ max(0, level − bᵢ) = 1): a worker whose burden reaches it
+/// gets no dealt work. `burdens` not empty.
+fn empty_hand(burdens: &[f64]) -> f64 {
+    let mut b = burdens.to_vec();
+    b.sort_by(f64::total_cmp);
+    let mut sum = 0.0;
+    for (i, &x) in b.iter().enumerate() {
+        // the level if the first i + 1 workers share the work
+        sum += x;
+        let level = (1.0 + sum) / (i + 1) as f64;
+        if b.get(i + 1).is_none_or(|&next| level <= next) {
+            return level;
+        }
+    }
+    unreachable!("the last worker always closes the loop")
+}
+
+/// The leader's burdens, steered by every cycle's measured imbalance (integral control):
+/// a worker whose CPU per cycle is above the workers' mean gets a larger burden, so a lighter
+/// hand of the search and the rows, until every worker's CPU is level — whatever its other
+/// work is, and however much of a change of hands the stolen coding takes up.
+#[derive(Debug, Default)]
+pub(super) struct Balance {
+    /// Each worker's burden, in parts of the dealt work (none before the first cycle
+    /// measured).
+    burdens: Vec<f64>,
+}
+
+impl Balance {
+    /// Fold in one cycle's loads, by worker (the leader first), starting from `fixed` (the
+    /// fixed parts as burdens, by worker) when nothing was measured yet or the number of
+    /// workers changed. A cycle where some worker's load is missing, or with no dealt work,
+    /// is skipped.
+    pub fn observe(&mut self, loads: &[Option<Load>], fixed: impl FnOnce(usize) -> Vec<f64>) {
+        let Some(loads) = loads.iter().copied().collect::<Option<Vec<Load>>>() else {
+            return;
+        };
+        let secs = |us: u64| us as f64 * 1e-6;
+        let dealt: f64 = loads.iter().map(|l| secs(l.dealt_us)).sum();
+        if loads.is_empty() || dealt <= 0.0 {
+            return;
+        }
+        if self.burdens.len() != loads.len() {
+            self.burdens = fixed(loads.len());
+            self.burdens.resize(loads.len(), 0.0);
+        }
+        let mean = loads.iter().map(|l| secs(l.cycle_us)).sum::<f64>() / loads.len() as f64;
+        for (b, l) in self.burdens.iter_mut().zip(&loads) {
+            let off = (secs(l.cycle_us) - mean) / dealt;
+            *b += (GAIN * off).clamp(-STEP, STEP);
+        }
+        let least = self.burdens.iter().copied().fold(f64::INFINITY, f64::min);
+        for b in &mut self.burdens {
+            *b -= least;
+        }
+        // a burden past the level where a worker's hand is empty relieves it no further: cut
+        // there, so that it does not wind up while the worker stays busier anyway
+        let cut = empty_hand(&self.burdens) + SLACK;
+        for b in &mut self.burdens {
+            *b = b.min(cut);
+        }
+    }
+
+    /// The burdens for the next step; the fixed parts until a cycle was measured.
+    pub fn burdens(&self) -> Burdens {
+        if self.burdens.is_empty() {
+            return Burdens(None);
+        }
+        let unit = BURDEN_UNIT as f64;
+        Burdens(Some(
+            self.burdens
+                .iter()
+                .map(|&b| (b * unit).round() as u32)
+                .collect(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use novad_models::l1::dictionary::LOGICAL_SHARDS;
+
+    use super::super::deal::{fixed_burdens, my_shards};
+
+    /// Workers with planted other work (seconds a step) and a search of `total` seconds dealt
+    /// by the measured burdens: the loop from the fixed parts, each step's loads measured as
+    /// the hands make them, with ±`noise` of jitter.
+    fn run(other: &[f64], total: f64, noise: f64, steps: usize) -> Vec<f64> {
+        let peers = other.len();
+        let mut balance = Balance::default();
+        let mut burdens = Burdens(None);
+        let mut cpu = vec![0.0; peers];
+        for step in 0..steps {
+            let loads: Vec<Option<Load>> = (0..peers)
+                .map(|w| {
+                    let hand = my_shards(w, peers, &burdens).len() as f64;
+                    let dealt = total * hand / LOGICAL_SHARDS as f64;
+                    // a deterministic jitter, uniform in ±noise
+                    let h = ((step * 64 + w + 1) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    let jitter = noise * (2.0 * (h >> 11) as f64 / (1u64 << 53) as f64 - 1.0);
+                    cpu[w] = other[w] + dealt;
+                    Some(Load {
+                        cycle_us: ((other[w] + jitter + dealt) * 1e6) as u64,
+                        dealt_us: (dealt * 1e6) as u64,
+                    })
+                })
+                .collect();
+            balance.observe(&loads, fixed_burdens);
+            burdens = balance.burdens();
+        }
+        cpu
+    }
+
+    /// With planted other work the measured burdens bring every worker's CPU level within
+    /// about a search shard's cost, from fixed parts that leave them up to 10 % apart; with
+    /// noisy measurements within the noise's width more.
+    #[test]
+    fn measured_burdens_level_the_workers() {
+        let total = 0.12;
+        let shard = total / LOGICAL_SHARDS as f64;
+        for other in [
+            vec![0.10, 0.09, 0.09, 0.10],
+            vec![0.13, 0.09, 0.09, 0.095],
+            vec![0.05, 0.06],
+            vec![0.09, 0.07, 0.08],
+        ] {
+            let fixed = run(&other, total, 0.0, 1);
+            let level = run(&other, total, 0.0, 30);
+            let noise = 0.002;
+            let noisy = run(&other, total, noise, 30);
+            let spread = |c: &[f64]| {
+                c.iter().copied().fold(f64::MIN, f64::max)
+                    - c.iter().copied().fold(f64::MAX, f64::min)
+            };
+            assert!(spread(&level) <= 1.5 * shard, "{other:?}: {level:?}");
+            assert!(
+                spread(&noisy) <= 2.0 * noise + 1.5 * shard,
+                "{other:?}: {noisy:?}"
+            );
+            assert!(spread(&level) < spread(&fixed), "{other:?}: {fixed:?}");
+        }
+    }
+
+    /// Nothing is measured until every worker reported a cycle with dealt work: the fixed
+    /// parts stand; then the burdens start from the fixed parts and move towards the busier
+    /// workers, one cycle out of the ordinary at most [`STEP`]; a change in the number of
+    /// workers starts them anew; they are relative to the least busy worker, and stop where a
+    /// worker's hand is empty.
+    #[test]
+    fn burdens_start_from_the_fixed_parts_and_follow_the_imbalance() {
+        let load = |cycle_us, dealt_us| Some(Load { cycle_us, dealt_us });
+        let unit = BURDEN_UNIT as f64;
+        let mut b = Balance::default();
+        b.observe(&[load(100, 10), None], fixed_burdens);
+        b.observe(&[load(100, 0), load(100, 0)], fixed_burdens);
+        assert_eq!(b.burdens(), Burdens(None));
+        // level: the fixed parts of three workers (the leader a half, the finder a third)
+        let level = [load(1000, 100), load(1000, 100), load(1000, 100)];
+        b.observe(&level, fixed_burdens);
+        let want: Vec<u32> = [0.5, 0.0, 1.0 / 3.0]
+            .iter()
+            .map(|p| (p * unit).round() as u32)
+            .collect();
+        assert_eq!(b.burdens(), Burdens(Some(want.clone())));
+        // a cycle out of the ordinary on the leader (a load of every replica) moves it up by
+        // STEP and the others down by STEP: 2 STEP further from them, but no further than
+        // where its hand is empty
+        b.observe(
+            &[load(90_000, 100), load(1000, 100), load(1000, 100)],
+            fixed_burdens,
+        );
+        let Burdens(Some(v)) = b.burdens() else {
+            panic!("measured")
+        };
+        let moved = [0.5 + 2.0 * STEP, 0.0, 1.0 / 3.0];
+        let cut = empty_hand(&moved) + SLACK;
+        assert!(cut < moved[0]);
+        assert_eq!(v[0], (cut * unit).round() as u32);
+        assert_eq!(&v[1..], &[0, want[2]]);
+        // against the leader at the mean, the replica above it gains, the finder below loses
+        b.observe(
+            &[load(1000, 300), load(1100, 300), load(900, 300)],
+            fixed_burdens,
+        );
+        let Burdens(Some(w)) = b.burdens() else {
+            panic!("measured")
+        };
+        let from_leader = |x: &[u32], i: usize| x[i] as i64 - x[0] as i64;
+        assert!(from_leader(&w, 1) > from_leader(&v, 1), "{v:?} → {w:?}");
+        assert!(from_leader(&w, 2) < from_leader(&v, 2), "{v:?} → {w:?}");
+        // two workers: anew from their fixed parts (level), then capped
+        b.observe(&[load(100, 10), load(100, 10)], fixed_burdens);
+        assert_eq!(b.burdens(), Burdens(Some(vec![0, 0])));
+        for _ in 0..200 {
+            b.observe(&[load(10_000, 10), load(100, 10)], fixed_burdens);
+        }
+        // a worker busier whatever its hand stops where its hand is empty (with one other
+        // worker, a burden of the whole dealt work), so that it drops at once when lighter
+        let cut = ((1.0 + SLACK) * unit).round() as u32;
+        assert_eq!(b.burdens(), Burdens(Some(vec![cut, 0])));
+        b.observe(&[load(90, 10), load(100, 10)], fixed_burdens);
+        let Burdens(Some(w)) = b.burdens() else {
+            panic!("measured")
+        };
+        assert!(w[0] <= cut - (2.0 * STEP * unit) as u32, "{w:?}");
+    }
+
+    /// The level where a worker's hand empties: the dealt work shared out so that burden and
+    /// hand add up alike, over the workers below it.
+    #[test]
+    fn the_level_of_an_empty_hand_shares_the_dealt_work_out() {
+        assert_eq!(empty_hand(&[0.0]), 1.0);
+        assert_eq!(empty_hand(&[0.0, 0.0]), 0.5);
+        assert_eq!(empty_hand(&[0.0, 0.5]), 0.75);
+        assert_eq!(empty_hand(&[2.0, 0.0]), 1.0);
+        assert_eq!(empty_hand(&[0.0, 0.0, 3.0, 0.3]), 1.3 / 3.0);
+        for b in [[0.0, 0.2, 0.9], [0.1, 0.0, 0.05], [0.0, 1.0, 2.0]] {
+            let level = empty_hand(&b);
+            let shared: f64 = b.iter().map(|&x| (level - x).max(0.0)).sum();
+            assert!((shared - 1.0).abs() < 1e-12, "{b:?}: {level}");
+        }
+    }
+
+    /// The process clock moves with work done, and a cycle's load counts the dealt work
+    /// added to it.
+    #[test]
+    fn a_meter_measures_the_cycle_and_its_dealt_work() {
+        let mut m = Meter::default();
+        assert_eq!(m.cycle(), None);
+        let ((), took) = cpu_of(|| {
+            std::hint::black_box((0..3_000_000u64).fold(0u64, |a, i| a ^ i.wrapping_mul(i)));
+        });
+        assert!(took > Duration::ZERO);
+        m.add_dealt(took);
+        let load = m.cycle().expect("a second cycle is measured");
+        assert_eq!(load.dealt_us, took.as_micros() as u64);
+        assert!(load.cycle_us >= load.dealt_us, "{load:?}");
+    }
+}
