@@ -77,7 +77,8 @@ fn deal_lighter(
         let total = costs.iter().fold(0u64, |a, &c| a.saturating_add(c));
         for &(w, Part(n, d)) in extra {
             if let Some(b) = before.get_mut(w) {
-                *b = b.saturating_add(total.saturating_mul(n) / d.max(1));
+                let part = total as u128 * n as u128 / d.max(1) as u128;
+                *b = b.saturating_add(u64::try_from(part).unwrap_or(u64::MAX));
             }
         }
         return deal_after(&costs, &before);
@@ -103,14 +104,13 @@ fn finder_work(peers: usize) -> Part {
 }
 
 /// The fixed parts as burdens of `peers` workers (in parts of the dealt work, by worker): where
-/// measured burdens start ([`super::balance::Balance`]). The leader's [`LEADER_WORK`], the
-/// finder's [`finder_work`].
+/// measured burdens start ([`super::balance::Balance`]). Those of the search, the larger of
+/// the two dealt works: the leader's [`LEADER_WORK`].
 pub(super) fn fixed_burdens(peers: usize) -> Vec<f64> {
     let mut b = vec![0.0; peers];
-    let part = |Part(n, d): Part| n as f64 / d.max(1) as f64;
-    if peers > 1 {
-        b[0] += part(LEADER_WORK);
-        b[finder(peers)] += part(finder_work(peers));
+    if let Some(lead) = b.first_mut().filter(|_| peers > 1) {
+        let Part(n, d) = LEADER_WORK;
+        *lead = n as f64 / d as f64;
     }
     b
 }
@@ -274,6 +274,11 @@ mod tests {
             "{hands:?}"
         );
         assert_eq!(my_shards(0, 1, &b).len(), LOGICAL_SHARDS);
+        // a burden of a shard and a half: counted in fractions of a shard, not rounded down
+        // to one (the others' hand 1.5 shards larger: 31 and 33 of 64, not 32 and 32)
+        let b = Burdens(Some(vec![3 * BURDEN_UNIT / 128, 0]));
+        let hands: Vec<usize> = (0..2).map(|w| my_shards(w, 2, &b).len()).collect();
+        assert_eq!(hands, vec![31, 33]);
     }
 
     /// The leader's part of the tokenising shrinks with its other work: with one replica and

@@ -9,15 +9,18 @@
 //!   resolved against the vocabulary ([`term_deal`](super::deal::term_deal));
 //! - with a judge (the hybrid detector), a search round, where each worker contributes the
 //!   nearest remembered documents of the documents of its logical shards, found in its copy
-//!   of the whole memory ([`search_round`]); the workers code while they wait for it;
+//!   of the whole memory ([`search_round`]; the shards dealt by [`my_shards`] with the
+//!   step's burdens, which [`Lead::Step`] carries); the workers code while they wait for it;
 //! - coding: each worker contributes the codes of the shards it coded ([`coding_deal`](super::deal::coding_deal); both
 //!   deals by predicted cost, the same hands on every worker, evened out by work stealing, see
-//!   [`super::pool`]);
+//!   [`super::pool`]); a replica adds its load of the cycle before ([`Reply::Shards`],
+//!   [`super::balance`]);
 //! - with a judge, the leader's judgement;
 //! - when the step has topics or refreshes atoms, the topics and the refresh plan the last
 //!   worker ([`finder`]) worked out after the update.
 //! - when the step updates the dictionary, the OIADMM update shared by logical shards of Â's
-//!   rows: each worker computes the gradient rows of its hand ([`row_deal`](super::deal::row_deal)); rounds of
+//!   rows: each worker computes the gradient rows of its hand ([`row_deal`](super::deal::row_deal), with the
+//!   step's burdens); rounds of
 //!   per-column sums ([`Lead::Sums`], added up on every worker) find the projection's column
 //!   thresholds, a few rounds of k pairs each; each worker projects its rows and contributes
 //!   them ([`Lead::Rows`]), and every worker writes Â_{t+1} from all of them; the next step's

@@ -263,6 +263,18 @@ fn next_command(gather: &RefCell<Gather>) -> Result<Lead, ClusterError> {
         .0)
 }
 
+/// The hybrid detector's memory from the leader's parts of it (every worker searches all of
+/// it for its own documents); none, with a warning, when they do not load.
+fn loaded_memory(index: usize, parts: &[(String, Vec<u8>)]) -> Option<DocMemory> {
+    match DocMemory::from_state_parts(parts.iter().map(|(n, b)| (n.as_str(), b.as_slice()))) {
+        Ok(mem) => Some(mem),
+        Err(e) => {
+            tracing::warn!(worker = index, error = %e, "the leader's memory does not load");
+            None
+        }
+    }
+}
+
 /// A replica: follows the leader's commands until it stops. Its model is the committed one
 /// after every successful step of the leader.
 pub fn replica(gather: Gather) -> Result<(), ClusterError> {
@@ -282,17 +294,7 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                 model: m,
                 memory: parts,
             } => {
-                // the whole memory: every worker searches all of it for its own documents
-                memory = match parts.map(|p| {
-                    DocMemory::from_state_parts(p.iter().map(|(n, b)| (n.as_str(), b.as_slice())))
-                }) {
-                    Some(Ok(mem)) => Some(mem),
-                    Some(Err(e)) => {
-                        tracing::warn!(worker = index, error = %e, "the leader's memory does not load");
-                        None
-                    }
-                    None => None,
-                };
+                memory = parts.and_then(|p| loaded_memory(index, &p));
                 tracing::info!(
                     worker = index,
                     timestep = m.timestep(),

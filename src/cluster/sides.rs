@@ -111,6 +111,43 @@ impl Leader {
         Ok(())
     }
 
+    /// The step of `engine` on `texts` and `times` sent to the replicas, unless it went out
+    /// ahead (`sent_ahead`); `writes`: the leader writes the last timestep meanwhile. Gives
+    /// how much of the tokenising the leader does, the burdens the step is dealt with, and
+    /// the seconds and bytes of sending it.
+    fn send_step(
+        &mut self,
+        engine: &Engine,
+        texts: &[&str],
+        times: &[i64],
+        sent_ahead: bool,
+        writes: bool,
+    ) -> (LeadTerms, Burdens, f64, u64) {
+        if let Some(a) = self.ahead.take_if(|_| sent_ahead) {
+            return (LeadTerms::Little, a.burdens, 0.0, 0);
+        }
+        self.abandon_ahead();
+        // with the last timestep to write, the leader leaves most tokenising to the replicas
+        let lead_terms = if writes {
+            LeadTerms::Less
+        } else {
+            LeadTerms::Share
+        };
+        // the batch goes out while the leader tokenises its shards; the terms round finishes it
+        let burdens = self.balance.burdens();
+        let docs = metered(&self.gather, || {
+            self.gather.borrow_mut().begin(encode(&Lead::Step {
+                timestep: engine.timestep(),
+                docs: texts.iter().map(|t| t.to_string()).collect(),
+                times: times.to_vec(),
+                judged: engine.hybrid().is_some(),
+                lead_terms,
+                burdens: burdens.clone(),
+            }))
+        });
+        (lead_terms, burdens, docs.seconds, docs.bytes)
+    }
+
     fn try_step(
         &mut self,
         engine: &mut Engine,
@@ -131,30 +168,7 @@ impl Leader {
             .as_ref()
             .is_some_and(|a| a.is(engine, texts, times));
         let (lead_terms, burdens, docs_seconds, docs_bytes) =
-            if let Some(a) = self.ahead.take_if(|_| sent_ahead) {
-                (LeadTerms::Little, a.burdens, 0.0, 0)
-            } else {
-                self.abandon_ahead();
-                // with the last timestep to write, the leader leaves most tokenising to the replicas
-                let lead_terms = match before {
-                    Some(_) => LeadTerms::Less,
-                    None => LeadTerms::Share,
-                };
-                // the batch goes out while the leader tokenises its shards; the terms round
-                // finishes it
-                let burdens = self.balance.burdens();
-                let docs = metered(&self.gather, || {
-                    self.gather.borrow_mut().begin(encode(&Lead::Step {
-                        timestep: engine.timestep(),
-                        docs: texts.iter().map(|t| t.to_string()).collect(),
-                        times: times.to_vec(),
-                        judged: engine.hybrid().is_some(),
-                        lead_terms,
-                        burdens: burdens.clone(),
-                    }))
-                });
-                (lead_terms, burdens, docs.seconds, docs.bytes)
-            };
+            self.send_step(engine, texts, times, sent_ahead, before.is_some());
         // the replicas tokenise meanwhile; when they have the batch already and the leader has
         // other work, they tokenise all of it and go on to the coding without waiting for it
         let terms_aside = (sent_ahead && before.is_some() && self.gather.borrow().peers() > 1)
