@@ -6,13 +6,17 @@
 //! (the leader's records, commit and next file, the finder's refresh plan, another program
 //! on its machine) is the busiest. Fixed parts for that work fit one number of processes and
 //! one machine: with four processes sharing two cores, the leader and the finder came out
-//! lightest by 0.005–0.010 CPU s of ~0.14 s a step, with two level. Measured instead, the
-//! parts follow the workers: every worker measures its process's CPU over each cycle from
+//! lightest by 0.005–0.010 CPU s of ~0.14 s a step, with two level. Measured on top of them,
+//! the parts follow the workers: every worker measures its process's CPU over each cycle from
 //! one step's start to the next and over its dealt work within it, replicas report theirs in
 //! the coding round ([`super::protocol::Reply::Shards`]), and the leader moves each worker's
-//! burden by how far its CPU was above or below the workers' mean (integral control,
-//! [`Balance`]) and sends the burdens with the next step it sends. Which worker does what changes no
-//! output, so the measurement, however noisy, changes no verdict and no digest.
+//! burden on top of the fixed parts by how far its CPU was above or below the workers' mean
+//! (integral control, [`Balance`]) and sends the burdens with the next step it sends. Only
+//! cycles spent under a backlog steer it (the next step went out ahead, at the end of the
+//! cycle's): there the busiest worker's CPU bounds the throughput, while a cluster that waits
+//! for each file is bound by the leader's path through the step, and its workers' CPU says
+//! nothing of the backlog's. Which worker does what changes no output, so the measurement,
+//! however noisy, changes no verdict and no digest.
 
 use std::time::Duration;
 
@@ -145,10 +149,11 @@ pub(super) struct Balance {
 }
 
 impl Balance {
-    /// Fold in one cycle's loads, by worker (the leader first), starting from `fixed` (the
-    /// fixed parts as burdens, by worker) when nothing was measured yet or the number of
-    /// workers changed. A cycle where some worker's load is missing, or with no dealt work,
-    /// is skipped.
+    /// Fold in one cycle's loads, by worker (the leader first); `fixed` gives the fixed
+    /// parts of the search as burdens of that many workers, which the measured burdens come
+    /// on top of. The burdens start at none (the fixed parts alone) when nothing was measured
+    /// yet or the number of workers changed. A cycle where some worker's load is missing, or
+    /// with no dealt work, is skipped.
     pub fn observe(&mut self, loads: &[Option<Load>], fixed: impl FnOnce(usize) -> Vec<f64>) {
         let Some(loads) = loads.iter().copied().collect::<Option<Vec<Load>>>() else {
             return;
@@ -159,27 +164,33 @@ impl Balance {
             return;
         }
         if self.burdens.len() != loads.len() {
-            self.burdens = fixed(loads.len());
-            self.burdens.resize(loads.len(), 0.0);
+            self.burdens = vec![0.0; loads.len()];
         }
         let mean = loads.iter().map(|l| secs(l.cycle_us)).sum::<f64>() / loads.len() as f64;
         for (b, l) in self.burdens.iter_mut().zip(&loads) {
             let off = (secs(l.cycle_us) - mean) / dealt;
             *b += (GAIN * off).clamp(-STEP, STEP);
         }
+        // a burden past the level where a worker's hand of the search is empty relieves it no
+        // further: cut there, so that it does not wind up while the worker stays busier anyway
+        let mut whole = fixed(loads.len());
+        whole.resize(loads.len(), 0.0);
+        for (w, b) in whole.iter_mut().zip(&self.burdens) {
+            *w += b;
+        }
+        let least = whole.iter().copied().fold(f64::INFINITY, f64::min);
+        let cut = empty_hand(&whole.iter().map(|w| w - least).collect::<Vec<_>>()) + SLACK;
+        for (b, w) in self.burdens.iter_mut().zip(&whole) {
+            *b -= (w - least - cut).max(0.0);
+        }
         let least = self.burdens.iter().copied().fold(f64::INFINITY, f64::min);
         for b in &mut self.burdens {
             *b -= least;
         }
-        // a burden past the level where a worker's hand is empty relieves it no further: cut
-        // there, so that it does not wind up while the worker stays busier anyway
-        let cut = empty_hand(&self.burdens) + SLACK;
-        for b in &mut self.burdens {
-            *b = b.min(cut);
-        }
     }
 
-    /// The burdens for the next step sent; the fixed parts until a cycle was measured.
+    /// The burdens for the next step sent; none (the fixed parts alone) until a cycle was
+    /// measured.
     pub fn burdens(&self) -> Burdens {
         if self.burdens.is_empty() {
             return Burdens(None);
@@ -267,12 +278,12 @@ mod tests {
     }
 
     /// Nothing is measured until every worker reported a cycle with dealt work: the fixed
-    /// parts stand; then each cycle moves the burdens towards the busier workers, a cycle
-    /// out of the ordinary at most [`STEP`]; a change in the number of workers starts them
-    /// anew; they are relative to the least busy worker, and stop where a worker's hand is
-    /// empty.
+    /// parts stand; then each cycle moves the burdens on top of them towards the busier
+    /// workers, a cycle out of the ordinary at most [`STEP`]; a change in the number of
+    /// workers starts them anew; they are relative to the least busy worker, and stop where a
+    /// worker's hand is empty.
     #[test]
-    fn burdens_start_from_the_fixed_parts_and_follow_the_imbalance() {
+    fn burdens_start_at_the_fixed_parts_and_follow_the_imbalance() {
         let load = |cycle_us, dealt_us| Some(Load { cycle_us, dealt_us });
         let unit = BURDEN_UNIT as f64;
         let measured = |b: &Balance| match b.burdens() {
@@ -283,41 +294,55 @@ mod tests {
         b.observe(&[load(100, 10), None], fixed_burdens);
         b.observe(&[load(100, 0), load(100, 0)], fixed_burdens);
         assert_eq!(b.burdens(), Burdens(None));
-        // level under the fixed parts: the fixed parts (the leader's half)
+        // level under the fixed parts: nothing on top of them
         let level = [load(1000, 100), load(1000, 100), load(1000, 100)];
         b.observe(&level, fixed_burdens);
-        assert_eq!(b.burdens(), Burdens(Some(vec![BURDEN_UNIT / 2, 0, 0])));
-        // a cycle out of the ordinary on the leader (a load of every replica) moves it up by
-        // STEP and the others down by STEP, but no further than where its hand is empty
+        assert_eq!(b.burdens(), Burdens(Some(vec![0, 0, 0])));
+        // a cycle out of the ordinary on a replica moves it up by STEP and the others down
+        // by STEP, 2 STEP apart, but no further than where its hand is empty (the leader's
+        // fixed half above the other replica's none: with 0.6, a level of 0.55)
         b.observe(
-            &[load(90_000, 100), load(1000, 100), load(1000, 100)],
+            &[load(1000, 100), load(90_000, 100), load(1000, 100)],
             fixed_burdens,
         );
-        let moved = [0.5 + 2.0 * STEP, 0.0, 0.0];
-        let cut = empty_hand(&moved) + SLACK;
-        assert!(cut < moved[0]);
-        assert_eq!(measured(&b), vec![(cut * unit).round() as u32, 0, 0]);
-        // against the leader at the mean, the replica above it gains, the one below loses
         let v = measured(&b);
+        assert_eq!(v, vec![0, (2.0 * STEP * unit).round() as u32, 0]);
+        b.observe(
+            &[load(1000, 100), load(90_000, 100), load(1000, 100)],
+            fixed_burdens,
+        );
+        let cut = empty_hand(&[0.5, 1.0, 0.0]) + SLACK;
+        assert_eq!(measured(&b), vec![0, (cut * unit).round() as u32, 0]);
+        // against the leader at the mean, the replica above it gains, the one below loses
+        let mut b = Balance::default();
+        b.observe(&level, fixed_burdens);
+        let before = measured(&b);
         b.observe(
             &[load(1000, 300), load(1100, 300), load(900, 300)],
             fixed_burdens,
         );
         let w = measured(&b);
         let from_leader = |x: &[u32], i: usize| x[i] as i64 - x[0] as i64;
-        assert!(from_leader(&w, 1) > from_leader(&v, 1), "{v:?} → {w:?}");
-        assert!(from_leader(&w, 2) < from_leader(&v, 2), "{v:?} → {w:?}");
-        // two workers, anew from their fixed parts; one busier whatever its hand stops where
-        // its hand is empty (with one other worker, a burden of the whole dealt work), and
+        assert!(
+            from_leader(&w, 1) > from_leader(&before, 1),
+            "{before:?} → {w:?}"
+        );
+        assert!(
+            from_leader(&w, 2) < from_leader(&before, 2),
+            "{before:?} → {w:?}"
+        );
+        // two workers, anew; a replica busier whatever its hand stops where its hand is empty
+        // (with the leader's fixed half, a burden of one and a half of the dealt work), and
         // drops at once when lighter
         for _ in 0..200 {
-            b.observe(&[load(10_000, 10), load(100, 10)], fixed_burdens);
+            b.observe(&[load(100, 10), load(10_000, 10)], fixed_burdens);
         }
-        let cut = ((1.0 + SLACK) * unit).round() as u32;
-        assert_eq!(measured(&b), vec![cut, 0]);
-        b.observe(&[load(90, 10), load(100, 10)], fixed_burdens);
-        // by 2 × GAIN × a quarter of the dealt work (the leader below the mean, the other above)
-        let dropped = cut as f64 - measured(&b)[0] as f64;
+        let cut = ((1.5 + SLACK) * unit).round() as u32;
+        assert_eq!(measured(&b), vec![0, cut]);
+        b.observe(&[load(100, 10), load(90, 10)], fixed_burdens);
+        // by 2 × GAIN × a quarter of the dealt work (the replica below the mean, the leader
+        // above)
+        let dropped = cut as f64 - measured(&b)[1] as f64;
         assert!(
             (dropped - 2.0 * GAIN * 0.25 * unit).abs() <= 1.0,
             "{:?}",

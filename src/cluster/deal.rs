@@ -20,28 +20,31 @@ use super::protocol::{finder, LeadTerms};
 /// step's work dealt without stealing (the search's documents and the update's rows).
 pub(super) const BURDEN_UNIT: u32 = 1 << 12;
 
-/// Each worker's other work in a step — everything but the search's documents and the update's
+/// Each worker's other work in a step beyond what the fixed parts ([`LEADER_WORK`],
+/// [`finder_work`]) count for it — everything but the search's documents and the update's
 /// rows, which are dealt without stealing — as a part of those (in [`BURDEN_UNIT`]s), by
 /// worker; only the differences between workers count. Measured by the leader
 /// ([`super::balance::Balance`]) and sent with each step ([`super::protocol::Lead::Step`]),
 /// so that every worker deals the same hands. `None`: not measured yet, the fixed parts
-/// ([`LEADER_WORK`], [`finder_work`]). A worker past the end of the list has none.
+/// alone. A worker past the end of the list has none.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Burdens(pub Option<Vec<u32>>);
 
 impl Burdens {
-    /// The other work of `peers` workers as parts of the dealt work, with `fixed` when none
-    /// was measured.
+    /// The other work of `peers` workers as parts of the dealt work: the `fixed` parts and
+    /// the measured burdens on top.
     fn parts(&self, peers: usize, fixed: &[(usize, Part)]) -> Vec<(usize, Part)> {
-        match &self.0 {
-            Some(b) => b
-                .iter()
-                .take(peers)
-                .enumerate()
-                .map(|(w, &n)| (w, Part(n as u64, BURDEN_UNIT as u64)))
-                .collect(),
-            None => fixed.to_vec(),
+        let unit = BURDEN_UNIT as u64;
+        let mut parts: Vec<(usize, Part)> = fixed.to_vec();
+        if let Some(b) = &self.0 {
+            parts.extend(
+                b.iter()
+                    .take(peers)
+                    .enumerate()
+                    .map(|(w, &n)| (w, Part(n as u64, unit))),
+            );
         }
+        parts
     }
 }
 
@@ -103,9 +106,9 @@ fn finder_work(peers: usize) -> Part {
     Part::share(peers)
 }
 
-/// The fixed parts as burdens of `peers` workers (in parts of the dealt work, by worker): where
-/// measured burdens start ([`super::balance::Balance`]). Those of the search, the larger of
-/// the two dealt works: the leader's [`LEADER_WORK`].
+/// The fixed parts of the search, the larger of the two dealt works, as burdens of `peers`
+/// workers (in parts of the dealt work, by worker): the leader's [`LEADER_WORK`]. Where the
+/// measured burdens stop growing is worked out over them ([`super::balance::Balance`]).
 pub(super) fn fixed_burdens(peers: usize) -> Vec<f64> {
     let mut b = vec![0.0; peers];
     if let Some(lead) = b.first_mut().filter(|_| peers > 1) {
@@ -251,34 +254,35 @@ mod tests {
         }
     }
 
-    /// Measured burdens replace the fixed parts: each worker's hand of the search is lighter
-    /// by its burden (a burden of a quarter of the dealt work with four workers: a quarter of
-    /// the shards fewer than the others' third more), every shard dealt once; a burden past
-    /// the workers is ignored and a worker past the list has none; a worker alone takes all.
+    /// Measured burdens come on top of the fixed parts: each worker's hand of the search is
+    /// lighter by its burden (with four workers, a replica with a quarter of the dealt work
+    /// has a quarter of the shards fewer than the others, the leader with its half none),
+    /// every shard dealt once; a burden past the workers is ignored and a worker past the list
+    /// has none; a worker alone takes all; a part of a shard counts.
     #[test]
-    fn measured_burdens_replace_the_fixed_parts() {
+    fn measured_burdens_come_on_top_of_the_fixed_parts() {
         let q = BURDEN_UNIT / 4;
         let b = Burdens(Some(vec![0, q, 0, 0, 7 * BURDEN_UNIT]));
         let hands: Vec<usize> = (0..4).map(|w| my_shards(w, 4, &b).len()).collect();
         assert_eq!(hands.iter().sum::<usize>(), LOGICAL_SHARDS);
-        // totals level: 1/4 + h1 = h0, and h0 = h2 = h3
-        assert_eq!(hands, vec![20, 4, 20, 20]);
-        let short = Burdens(Some(vec![q]));
-        let hands: Vec<usize> = (0..3).map(|w| my_shards(w, 3, &short).len()).collect();
-        // 1/4 + h0 = h1 = h2 within a shard
-        assert_eq!(hands.iter().sum::<usize>(), LOGICAL_SHARDS);
-        assert!(hands[0] < hands[1].min(hands[2]), "{hands:?}");
-        assert!(hands[1].abs_diff(hands[2]) <= 1, "{hands:?}");
+        assert_eq!(hands[0], 0, "{hands:?}");
+        assert!(hands[2].abs_diff(hands[3]) <= 1, "{hands:?}");
         assert!(
-            (hands[0] + LOGICAL_SHARDS / 4).abs_diff(hands[1]) <= 1,
+            (hands[1] + LOGICAL_SHARDS / 4).abs_diff(hands[2]) <= 1,
             "{hands:?}"
         );
+        let short = Burdens(Some(vec![0, q]));
+        let hands: Vec<usize> = (0..3).map(|w| my_shards(w, 3, &short).len()).collect();
+        assert!(hands[0] < hands[1] && hands[1] < hands[2], "{hands:?}");
         assert_eq!(my_shards(0, 1, &b).len(), LOGICAL_SHARDS);
-        // a burden of a shard and a half: counted in fractions of a shard, not rounded down
-        // to one (the others' hand 1.5 shards larger: 31 and 33 of 64, not 32 and 32)
+        // the leader's half and a burden of a shard and a half: counted in fractions of a
+        // shard, not rounded down to whole ones (15 of 64, not 16)
         let b = Burdens(Some(vec![3 * BURDEN_UNIT / 128, 0]));
         let hands: Vec<usize> = (0..2).map(|w| my_shards(w, 2, &b).len()).collect();
-        assert_eq!(hands, vec![31, 33]);
+        assert_eq!(hands, vec![15, 49]);
+        // no burden measured: the fixed parts alone
+        let zero = Burdens(Some(vec![0, 0]));
+        assert_eq!(my_shards(0, 2, &zero), my_shards(0, 2, &Burdens(None)));
     }
 
     /// The leader's part of the tokenising shrinks with its other work: with one replica and

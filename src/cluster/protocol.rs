@@ -757,9 +757,10 @@ mod tests {
         owners_best(&search_parts(&round, 7)?, n, burdens)
     }
 
-    /// Measured burdens of 3 workers: the second busiest, the third none.
+    /// Measured burdens of 3 workers: the second's a quarter of the dealt work beyond the
+    /// fixed parts (the leader's half).
     fn measured() -> Burdens {
-        Burdens(Some(vec![BURDEN_UNIT / 8, BURDEN_UNIT / 4, 0]))
+        Burdens(Some(vec![0, BURDEN_UNIT / 4, 0]))
     }
 
     #[test]
@@ -800,7 +801,7 @@ mod tests {
         assert!(my_shards(5, 5, &none).is_empty());
         let hand = |w| my_shards(w, 3, &measured()).len();
         assert!(
-            hand(1) < hand(0) && hand(0) < hand(2),
+            hand(0) < hand(1) && hand(1) < hand(2),
             "{:?}",
             (hand(0), hand(1), hand(2))
         );

@@ -192,7 +192,8 @@ impl Leader {
             ahead_due: false,
             figures: Figures::default(),
             burdens,
-            load,
+            // a cycle that ended with this step sent ahead was spent under a backlog
+            load: load.filter(|_| sent_ahead),
             balance: std::mem::take(&mut self.balance),
             dealt: Cell::new(Duration::ZERO),
         };
@@ -410,7 +411,8 @@ struct LeaderSide {
     figures: Figures,
     /// Each worker's other work, for the hands of the step's search and rows.
     burdens: Burdens,
-    /// The leader's load of the cycle before the step.
+    /// The leader's load of the cycle before the step, when that cycle was spent under a
+    /// backlog (this step went out ahead, at its end): only such cycles steer the burdens.
     load: Option<Load>,
     /// Every worker's other work, measured: takes the loads of the step's coding round.
     balance: Balance,
