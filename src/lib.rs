@@ -21,6 +21,7 @@ pub mod api_limits;
 pub mod batch;
 pub mod cli;
 pub mod cluster;
+pub mod cpu;
 pub mod daemon;
 pub mod http;
 pub mod ingest;

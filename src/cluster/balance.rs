@@ -18,9 +18,14 @@
 //! nothing of the backlog's. Which worker does what changes no output, so the measurement,
 //! however noisy, changes no verdict and no digest.
 
-use std::time::Duration;
+use std::cell::Cell;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+
+use novad_models::l1::replicate::MemorySearch;
+
+use crate::cpu::process_cpu;
 
 use super::deal::{Burdens, BURDEN_UNIT};
 
@@ -31,24 +36,6 @@ use super::deal::{Burdens, BURDEN_UNIT};
 pub struct Load {
     pub cycle_us: u64,
     pub dealt_us: u64,
-}
-
-/// The CPU time of this process (every thread) so far, when the clock can be read.
-pub(super) fn process_cpu() -> Option<Duration> {
-    #[cfg(target_os = "linux")]
-    {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid timespec to write to; an unsupported clock is an error return.
-        let r = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-        (r == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        None
-    }
 }
 
 /// One worker's measurement of its cycles.
@@ -88,6 +75,22 @@ impl Meter {
     pub fn add_dealt(&mut self, cpu: Duration) {
         self.dealt += cpu;
     }
+}
+
+/// `search` with its process CPU added to `cpu` and its wall seconds to `wall`: a worker's own
+/// search of the memory, dealt work.
+pub(super) fn metered_search<'s>(
+    search: &'s MemorySearch<'s>,
+    cpu: &'s Cell<Duration>,
+    wall: &'s Cell<f64>,
+) -> Box<MemorySearch<'s>> {
+    Box::new(move |at| {
+        let t = Instant::now();
+        let (near, took) = cpu_of(|| search(at));
+        wall.set(wall.get() + t.elapsed().as_secs_f64());
+        cpu.set(cpu.get() + took);
+        near
+    })
 }
 
 /// `f()` and the process CPU it took.

@@ -17,7 +17,7 @@ use novad_models::memory::{DocMemory, Neighbour};
 use novad_models::model::{EngineError, Judge, Judgement, Scored};
 use novad_models::text::{SparseDoc, Vocabulary};
 
-use super::balance::{cpu_of, Load, Meter};
+use super::balance::{cpu_of, metered_search, Load, Meter};
 use super::deal::{row_deal, Burdens};
 use super::net::Gather;
 use super::pool::{code_and_search, tokenise, PoolFigures};
@@ -46,18 +46,8 @@ pub(super) struct ReplicaSide {
     pub load: Option<Load>,
     /// The CPU of this worker's dealt work in the step: its search and its rows.
     pub dealt: Cell<Duration>,
-}
-
-/// `search`, its CPU added to `dealt`.
-fn metered_search<'s>(
-    dealt: &'s Cell<Duration>,
-    search: &'s MemorySearch<'s>,
-) -> Box<MemorySearch<'s>> {
-    Box::new(move |at| {
-        let (near, cpu) = cpu_of(|| search(at));
-        dealt.set(dealt.get() + cpu);
-        near
-    })
+    /// Wall seconds of this worker's own search of the memory in the step.
+    pub searched: Cell<f64>,
 }
 
 impl Replication for ReplicaSide {
@@ -76,7 +66,7 @@ impl Replication for ReplicaSide {
         job: &CodingJob<'_>,
         query: Option<&Query<'_>>,
     ) -> Result<CodedAndFound, EngineError> {
-        let searched = query.map(|q| (q, metered_search(&self.dealt, &*q.search)));
+        let searched = query.map(|q| (q, metered_search(&*q.search, &self.dealt, &self.searched)));
         let searched = searched
             .as_ref()
             .map(|(q, search)| query_of(q.n, q.memory, q.shards, &**search));
@@ -104,7 +94,7 @@ impl Replication for ReplicaSide {
         shards: u64,
         search: &MemorySearch<'_>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
-        let search = metered_search(&self.dealt, search);
+        let search = metered_search(search, &self.dealt, &self.searched);
         let q = query_of(n, memory, shards, &*search);
         search_round(&self.gather, self.timestep, &q, &self.burdens, &mut || {
             Ok(())
@@ -327,6 +317,7 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                     burdens,
                     load,
                     dealt: Cell::new(Duration::ZERO),
+                    searched: Cell::new(0.0),
                 };
                 let mut remote = RemoteJudge {
                     gather: Rc::clone(&gather),
@@ -352,6 +343,7 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                             terms_shards = side.terms.shards,
                             claims_sent = side.terms.claims + side.coding.claims,
                             code_seconds = format!("{:.4}", side.coding.work_seconds),
+                            search_own_seconds = format!("{:.4}", side.searched.get()),
                             shards_coded = side.coding.shards,
                             shards_taken = side.coding.taken,
                             shards_filled = side.coding.filled,

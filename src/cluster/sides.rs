@@ -10,11 +10,11 @@ use novad_models::l1::replicate::{
     CodedAndFound, CodingJob, Found, MemorySearch, Query, Replication, ShardOutput, ShardTerms,
     TermJob,
 };
-use novad_models::memory::{Floor, Neighbour};
+use novad_models::memory::Neighbour;
 use novad_models::model::{EngineError, Judgement};
 use novad_models::{Engine, StepOutput};
 
-use super::balance::{cpu_of, Balance, Load, Meter};
+use super::balance::{cpu_of, metered_search, Balance, Load, Meter};
 use super::deal::{fixed_burdens, row_deal, Burdens, BURDEN_UNIT};
 use super::net::Gather;
 use super::pool::{begin_terms_aside, code_and_search, tokenise, tokenised_aside};
@@ -517,19 +517,10 @@ impl Replication for LeaderSide {
         query: Option<&Query<'_>>,
     ) -> Result<CodedAndFound, EngineError> {
         let own = Cell::new(0.0);
-        let timed = query.map(|q| {
-            let search = |at: &[(usize, Option<Floor>)]| {
-                let t = Instant::now();
-                let (near, cpu) = cpu_of(|| (q.search)(at));
-                own.set(own.get() + t.elapsed().as_secs_f64());
-                self.dealt.set(self.dealt.get() + cpu);
-                near
-            };
-            (q.n, q.memory, q.shards, search)
-        });
-        let timed = timed.as_ref().map(|(n, memory, shards, search)| {
-            query_of(*n, *memory, *shards, search as &MemorySearch<'_>)
-        });
+        let timed = query.map(|q| (q, metered_search(&*q.search, &self.dealt, &own)));
+        let timed = timed
+            .as_ref()
+            .map(|(q, search)| query_of(q.n, q.memory, q.shards, &**search));
         let (out, pool, loads) =
             code_and_search(&self.gather, job, timed.as_ref(), &self.burdens, None)?;
         let loads: Vec<Option<Load>> = std::iter::once(self.load).chain(loads).collect();
@@ -557,14 +548,8 @@ impl Replication for LeaderSide {
         search: &MemorySearch<'_>,
     ) -> Result<Vec<Option<Neighbour>>, EngineError> {
         let own = Cell::new(0.0);
-        let timed = |at: &[(usize, Option<Floor>)]| {
-            let t = Instant::now();
-            let (near, cpu) = cpu_of(|| search(at));
-            own.set(own.get() + t.elapsed().as_secs_f64());
-            self.dealt.set(self.dealt.get() + cpu);
-            near
-        };
-        let q = query_of(n, memory, shards, &timed);
+        let timed = metered_search(search, &self.dealt, &own);
+        let q = query_of(n, memory, shards, &*timed);
         let near = metered(&self.gather, || {
             search_round(&self.gather, self.timestep, &q, &self.burdens, &mut || {
                 Ok(())

@@ -18,6 +18,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::AppState;
+#[cfg(target_os = "linux")]
+use crate::cpu::read_clock;
 
 /// The CPU the server's threads may use on average, as a fraction of one core.
 pub const CPU_SHARE: f64 = 0.10;
@@ -45,17 +47,6 @@ struct Clocks {
 /// The CPU clocks of the server's threads.
 #[derive(Default, Clone)]
 pub struct Threads(Arc<Mutex<Clocks>>);
-
-#[cfg(target_os = "linux")]
-fn read_clock(clock: libc::clockid_t) -> Option<u64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write to; an invalid clock is an error return.
-    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
-    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
-}
 
 impl Threads {
     /// Count the calling thread's CPU time from now on.
