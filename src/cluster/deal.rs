@@ -5,9 +5,9 @@
 //! on them. Work that is stolen ([`super::pool`]) starts from these hands; work that is not
 //! (the search's documents, the update's rows) is dealt with a lighter hand for a worker that
 //! has other work in the step ([`deal_lighter`]), that work weighed as a part of the whole
-//! batch's cost: as measured ([`super::balance`]), or before anything is measured as fixed
-//! parts — the leader's a fixed amount, so a fixed part, as heavy with two workers as with
-//! eight; the finder's one worker's share.
+//! batch's cost: fixed parts — the leader's a fixed amount, so a fixed part, as heavy with two
+//! workers as with eight; the finder's one worker's share — and, on top of them, what the
+//! leader measured of each worker's other work ([`super::balance`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -119,10 +119,10 @@ pub(super) fn fixed_burdens(peers: usize) -> Vec<f64> {
 }
 
 /// The logical shards of worker `index` of `peers`: it searches the memory for their batch
-/// documents. A worker's other work in the step counts as its `burdens` say ([`deal_lighter`],
-/// one unit of cost per shard); unmeasured, the leader's counts as half of the search
-/// ([`LEADER_WORK`]), so it searches for fewer documents than a replica, from three workers
-/// on for none. The same hands on every worker. (The coding, with which the search shares its
+/// documents. The leader's other work in the step counts as half of the search
+/// ([`LEADER_WORK`], [`deal_lighter`], one unit of cost per shard), and each worker's
+/// measured `burdens` on top, so the leader searches for fewer documents than a replica,
+/// unmeasured from three workers on for none. The same hands on every worker. (The coding, with which the search shares its
 /// rounds, is work-stolen: a worker with less to search codes more, see [`super::pool`].)
 pub(super) fn my_shards(index: usize, peers: usize, burdens: &Burdens) -> Vec<usize> {
     let extra = burdens.parts(peers, &[(0, LEADER_WORK)]);
@@ -145,12 +145,11 @@ pub(super) fn coding_deal(job: &CodingJob<'_>, peers: usize) -> Vec<Vec<usize>> 
 
 /// Every worker's hand of the logical shards of Â's rows whose gradient rows it computes in
 /// the update of `job` (of `peers` workers), dealt out by their predicted cost
-/// ([`UpdateJob::shard_costs`], [`deal_lighter`]), a worker's other work in the step counted
-/// as its `burdens` say; unmeasured, the leader's counts as half of the rows ([`LEADER_WORK`])
-/// and the finder's ([`finder`]: the plan of the step's atom refresh, which it works out
-/// before its rows — each step with the default parameters) as one worker's share
-/// ([`finder_work`]), so they compute fewer rows than the other replicas. The same hands on
-/// every worker.
+/// ([`UpdateJob::shard_costs`], [`deal_lighter`]): the leader's other work in a step counts
+/// as half of the rows ([`LEADER_WORK`]) and the finder's ([`finder`]: the plan of the step's
+/// atom refresh, which it works out before its rows — each step with the default parameters)
+/// as one worker's share ([`finder_work`]), each worker's measured `burdens` on top, so they
+/// compute fewer rows than the other replicas. The same hands on every worker.
 pub(super) fn row_deal(job: &UpdateJob<'_>, peers: usize, burdens: &Burdens) -> Vec<Vec<usize>> {
     let extra = burdens.parts(
         peers,

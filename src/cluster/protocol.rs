@@ -56,7 +56,7 @@ pub enum Lead {
     /// Step the model at `timestep` on these documents (with their times); `judged`: the
     /// leader has the hybrid detector, so the step has a search round and a judgement round.
     /// `lead_terms`: how much of the tokenising the leader does (see [`term_deal`](super::deal::term_deal));
-    /// `burdens`: each worker's other work, for the hands of the search and the rows.
+    /// `burdens`: each worker's measured other work (beyond the fixed parts), for the hands of the search and the rows.
     Step {
         timestep: u64,
         docs: Vec<String>,

@@ -40,7 +40,7 @@ pub(super) struct ReplicaSide {
     pub terms: PoolFigures,
     /// What the step's coding and search cost this worker.
     pub coding: PoolFigures,
-    /// Each worker's other work, for the hands of the search and the rows.
+    /// Each worker's measured other work (beyond the fixed parts), for the hands of the search and the rows.
     pub burdens: Burdens,
     /// This worker's load of the cycle before the step, reported in the coding round.
     pub load: Option<Load>,

@@ -409,7 +409,7 @@ struct LeaderSide {
     /// The update is over: the next batch goes out after the step's last round is begun.
     ahead_due: bool,
     figures: Figures,
-    /// Each worker's other work, for the hands of the step's search and rows.
+    /// Each worker's measured other work (beyond the fixed parts), for the hands of the step's search and rows.
     burdens: Burdens,
     /// The leader's load of the cycle before the step, when that cycle was spent under a
     /// backlog (this step went out ahead, at its end): only such cycles steer the burdens.
