@@ -241,9 +241,11 @@ impl Leader {
             topics_bytes = f.topics_bytes,
             gradient_seconds = format!("{:.4}", f.gradient_seconds),
             update_wait_seconds = format!("{:.4}", f.update_wait_seconds),
+            gradient_wait_seconds = format!("{:.4}", f.gradient_wait_seconds),
             update_rounds = f.update_rounds,
             update_bytes = f.update_bytes,
             burdens = shown(&side.burdens),
+            cycle_ms = f.cycle_ms,
             wait_seconds = format!("{:.4}", waited_since(&self.gather, &mut self.waited)),
             sent_bytes = sent_since(&self.gather, &mut self.sent),
             "cluster step"
@@ -323,6 +325,16 @@ pub(super) fn waited_since(gather: &RefCell<Gather>, last: &mut f64) -> f64 {
     now - std::mem::replace(last, now)
 }
 
+/// Each worker's CPU over a cycle, in thousandths of a second, as logged ("-" for a load
+/// not measured): empty when none was.
+fn cycle_ms(loads: &[Option<Load>]) -> String {
+    if loads.iter().all(Option::is_none) {
+        return String::new();
+    }
+    let ms = |l: &Option<Load>| l.map_or("-".to_string(), |l| (l.cycle_us / 1000).to_string());
+    loads.iter().map(ms).collect::<Vec<_>>().join(",")
+}
+
 /// Burdens as logged: each worker's in thousandths of the dealt work, or `fixed`.
 fn shown(b: &Burdens) -> String {
     match &b.0 {
@@ -381,6 +393,11 @@ struct Figures {
     gradient_seconds: f64,
     /// The update's rounds (column sums, rows): exchange and waiting.
     update_wait_seconds: f64,
+    /// Of those, the first: waiting for the other workers' gradient rows.
+    gradient_wait_seconds: f64,
+    /// Each worker's CPU over the cycle before (thousandths of a second, the leader first),
+    /// as the burdens took it in; empty when the cycle does not steer them.
+    cycle_ms: String,
     /// Rounds of column sums the update took.
     update_rounds: usize,
     /// Bytes of the update's rounds sent and received over the network.
@@ -526,6 +543,7 @@ impl Replication for LeaderSide {
         let loads: Vec<Option<Load>> = std::iter::once(self.load).chain(loads).collect();
         self.balance.observe(&loads, fixed_burdens);
         let f = &mut self.figures;
+        f.cycle_ms = cycle_ms(&loads);
         f.search_seconds = pool.search_seconds;
         f.search_own_seconds = own.get();
         f.code_seconds = pool.work_seconds;
@@ -599,7 +617,11 @@ impl Replication for LeaderSide {
     }
 
     fn reduce(&mut self, mine: Vec<ColumnSum>) -> Result<Vec<ColumnSum>, EngineError> {
+        let before = self.figures.update_wait_seconds;
         let round = self.round_of(sums_message(0, self.timestep, mine));
+        if self.figures.update_rounds == 0 {
+            self.figures.gradient_wait_seconds = self.figures.update_wait_seconds - before;
+        }
         self.figures.update_rounds += 1;
         total_sums(&round, self.timestep)
     }
