@@ -99,8 +99,13 @@ pub fn init_atoms(
 /// pairs; empty for a centroid with no positive entry.
 pub(crate) fn top_terms_unit_l1(cent: &[(usize, f64)], top: usize) -> Vec<(usize, f64)> {
     let mut top_set: Vec<(usize, f64)> = cent.iter().copied().filter(|e| e.1 > 0.0).collect();
-    top_set.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
-    top_set.truncate(top);
+    // a total order (terms are distinct): the `top` first selected, then only they sorted
+    let order = |x: &(usize, f64), y: &(usize, f64)| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0));
+    if top < top_set.len() {
+        top_set.select_nth_unstable_by(top, order);
+        top_set.truncate(top);
+    }
+    top_set.sort_by(order);
     let s: f64 = top_set.iter().map(|e| e.1).sum();
     if s > 0.0 {
         top_set.into_iter().map(|(i, v)| (i, v / s)).collect()
@@ -192,20 +197,31 @@ struct LocalSpace {
 
 impl LocalSpace {
     fn new(docs: &[SparseDoc], cand: &[usize], seeds: &[usize], m: usize) -> LocalSpace {
-        let mut terms: Vec<u32> = cand
-            .iter()
-            .chain(seeds)
-            .flat_map(|&j| docs[j].ids.iter().copied())
-            .filter(|&i| (i as usize) < m)
-            .collect();
-        terms.sort_unstable();
-        terms.dedup();
+        // the terms marked over all m, then numbered in ascending order: a scan of m instead
+        // of a sort of every candidate's terms
+        const NONE: u32 = u32::MAX;
+        let mut local_of = vec![NONE; m];
+        for &j in cand.iter().chain(seeds) {
+            for &i in docs[j].ids.iter().filter(|&&i| (i as usize) < m) {
+                local_of[i as usize] = 0;
+            }
+        }
+        let mut terms: Vec<u32> = Vec::new();
+        for (i, l) in local_of.iter_mut().enumerate() {
+            if *l != NONE {
+                *l = terms.len() as u32;
+                terms.push(i as u32);
+            }
+        }
         let local = |d: &SparseDoc| -> Vec<(u32, f64)> {
             let n = d.vals.iter().map(|v| v * v).sum::<f64>().sqrt();
             d.ids
                 .iter()
                 .zip(&d.vals)
-                .filter_map(|(i, &v)| terms.binary_search(i).ok().map(|l| (l as u32, v / n)))
+                .filter_map(|(&i, &v)| {
+                    let l = *local_of.get(i as usize)?;
+                    (l != NONE).then_some((l, v / n))
+                })
                 .collect()
         };
         let vecs = cand.iter().map(|&j| local(&docs[j])).collect();
@@ -242,7 +258,9 @@ fn nearest_centroid(v: &[(u32, f64)], tm: &[f64], k: usize) -> usize {
 
 /// `iterations` rounds of assigning every vector to its nearest centroid and setting each
 /// centroid with members to their ℓ2-normalised sum (one without members stays), from the
-/// seeds; `m` local terms. Returns the centroids dense over the local terms.
+/// seeds; `m` local terms. Returns the centroids dense over the local terms. Stops early, with
+/// the same result bit for bit, at a fixed point: an assignment equal to the one before (on
+/// the refresh's batches the second iteration's, as a rule).
 fn kmeans_iterations(
     vecs: &[Vec<(u32, f64)>],
     seeds: &[Vec<(u32, f64)>],
@@ -256,6 +274,8 @@ fn kmeans_iterations(
     let mut tm = vec![0.0f64; m * k];
     let mut written: Vec<usize> = Vec::new();
     let mut mark = vec![false; m];
+    // the last iteration's assignment of every vector to a centroid
+    let mut last: Option<Vec<usize>> = None;
     for _ in 0..iterations {
         for &at in &written {
             tm[at] = 0.0;
@@ -274,12 +294,20 @@ fn kmeans_iterations(
             .par_iter()
             .map(|v| nearest_centroid(v, &tm, k))
             .collect();
+        // the same assignment as the iteration before gives the same centroids, bit for
+        // bit (the same members summed in the same order; a centroid without members stays),
+        // and so every later iteration the same again: a fixed point, the iterations left
+        // change nothing
+        if last.as_ref() == Some(&assign) {
+            break;
+        }
         for (v, &c) in vecs.iter().zip(&assign) {
             cents[c].add(v);
         }
         for cent in &mut cents {
             cent.renormalise(&mut mark);
         }
+        last = Some(assign);
     }
     cents.into_iter().map(|c| c.value).collect()
 }
@@ -674,5 +702,92 @@ mod tests {
             }
         }
         assert!(kept > 0, "the data must leave some cluster empty");
+    }
+
+    /// The local space numbers exactly the distinct terms below m of the candidates and seeds,
+    /// ascending, and maps every candidate's and seed's entries below m to them, ℓ2-normalised
+    /// over the whole document (the oracle: a sort of every term and a search for each).
+    #[test]
+    fn the_local_space_numbers_the_terms_in_order() {
+        let (n, m) = (80usize, 300u32);
+        let docs = documents(n, m, 9);
+        let cand: Vec<usize> = (0..n).filter(|j| j % 4 != 0).collect();
+        let seeds = vec![0, 4, 77];
+        let below = 250;
+        let space = LocalSpace::new(&docs, &cand, &seeds, below);
+        let mut terms: Vec<u32> = cand
+            .iter()
+            .chain(&seeds)
+            .flat_map(|&j| docs[j].ids.iter().copied())
+            .filter(|&i| (i as usize) < below)
+            .collect();
+        terms.sort_unstable();
+        terms.dedup();
+        assert_eq!(space.terms, terms);
+        assert!(docs
+            .iter()
+            .any(|d| d.ids.iter().any(|&i| i as usize >= below)));
+        let want = |j: usize| -> Vec<(u32, f64)> {
+            let d = &docs[j];
+            let norm = d.vals.iter().map(|v| v * v).sum::<f64>().sqrt();
+            d.ids
+                .iter()
+                .zip(&d.vals)
+                .filter_map(|(i, &v)| terms.binary_search(i).ok().map(|l| (l as u32, v / norm)))
+                .collect()
+        };
+        for (c, &j) in cand.iter().enumerate() {
+            assert_eq!(space.vecs[c], want(j), "candidate {j}");
+        }
+        for (c, &j) in seeds.iter().enumerate() {
+            assert_eq!(space.seeds[c], want(j), "seed {j}");
+        }
+    }
+
+    /// The top terms are those of a full sort by (value descending, term ascending), ties and
+    /// non-positive entries included, scaled to unit ℓ1; fewer entries than `top` keep all.
+    #[test]
+    fn the_top_terms_are_those_of_a_full_sort() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        for case in 0..200 {
+            let len = rng.random_range(0..60usize);
+            // few distinct values, so that ties are common; some zeros and negatives
+            let cent: Vec<(usize, f64)> = (0..len)
+                .map(|t| (t * 3 + 1, rng.random_range(-2..6i32) as f64 / 4.0))
+                .collect();
+            let top = rng.random_range(1..12usize);
+            let mut all: Vec<(usize, f64)> = cent.iter().copied().filter(|e| e.1 > 0.0).collect();
+            all.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+            all.truncate(top);
+            let s: f64 = all.iter().map(|e| e.1).sum();
+            let want: Vec<(usize, f64)> = all.iter().map(|&(i, v)| (i, v / s)).collect();
+            assert_eq!(top_terms_unit_l1(&cent, top), want, "case {case}");
+        }
+    }
+
+    /// Every number of iterations gives the dense loops' centroids bit for bit, whether the
+    /// iterations end at a fixed point or run out before it; the data reaches a fixed point
+    /// (more iterations past it give the same centroids).
+    #[test]
+    fn kmeans_stops_at_a_fixed_point_with_the_same_centroids() {
+        let (n, m) = (120usize, 240u32);
+        let docs = documents(n, m, 11);
+        let cand: Vec<usize> = (0..n).collect();
+        let seeds: Vec<usize> = (0..8).map(|c| c * 13 + 1).collect();
+        let space = LocalSpace::new(&docs, &cand, &seeds, m as usize);
+        let local = space.terms.len();
+        let mut fixed_from = None;
+        let mut before = kmeans_iterations(&space.vecs, &space.seeds, local, 0);
+        for iterations in 1..=15 {
+            let got = kmeans_iterations(&space.vecs, &space.seeds, local, iterations);
+            let want = dense_iterations(&space.vecs, &space.seeds, local, iterations);
+            assert_eq!(got, want, "{iterations} iterations");
+            if got == before && fixed_from.is_none() {
+                fixed_from = Some(iterations);
+            }
+            before = got;
+        }
+        let from = fixed_from.expect("the iterations reach a fixed point");
+        assert!(from < 15, "fixed from {from}");
     }
 }
