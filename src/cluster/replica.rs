@@ -14,7 +14,7 @@ use novad_models::l1::replicate::{
 };
 use novad_models::l1::Model;
 use novad_models::memory::{DocMemory, Neighbour};
-use novad_models::model::{EngineError, Judge, Judgement, Scored};
+use novad_models::model::{EngineError, Judge, Judgement, Scored, StepStats};
 use novad_models::text::{SparseDoc, Vocabulary};
 
 use super::balance::{cpu_of, metered_search, Load, Meter};
@@ -105,6 +105,11 @@ impl Replication for ReplicaSide {
         finds(&self.gather.borrow())
     }
 
+    /// The leader records the verdicts; a replica keeps only its model in step.
+    fn reports(&self) -> bool {
+        false
+    }
+
     /// The found round is the step's last: the replica also begins the round after it (its
     /// part there is [`Reply::Idle`], whatever the leader says), so that the leader's next
     /// command gets through while this replica still projects the update.
@@ -149,8 +154,8 @@ impl Replication for ReplicaSide {
 }
 
 /// A replica's judge: takes part in the hybrid detector's search with its replica of the
-/// memory, receives the leader's judgement in the step's judgement round, and then takes the
-/// batch into its memory as the leader's step does.
+/// memory, receives the leader's judgement in the step's judgement round, and takes the batch
+/// into its memory as the leader's step does, once the step succeeded ([`Self::take_in`]).
 pub(super) struct RemoteJudge<'a> {
     pub gather: Rc<RefCell<Gather>>,
     pub memory: Option<&'a mut DocMemory>,
@@ -160,9 +165,26 @@ pub(super) struct RemoteJudge<'a> {
     pub batch: Option<MemoryBatch>,
     /// The search ran with the coding ([`Judge::answer`]).
     pub searched: bool,
+    /// The batch the memory takes once the step succeeded (vectors, references).
+    pub intake: Option<MemoryBatch>,
 }
 
 impl RemoteJudge<'_> {
+    /// The step's batch taken into the memory, after the step: the memory is next searched
+    /// in the next step, so its intake waits until the step's rounds are over instead of
+    /// delaying this worker's rows in the update (with the refresh plan, the finder is the
+    /// last to send them). Call only once the step succeeded: a failed step is followed by a
+    /// load of the leader's state.
+    fn take_in(&mut self) {
+        if let (Some(memory), Some((vectors, refs))) =
+            (self.memory.as_deref_mut(), self.intake.take())
+        {
+            let docs: Vec<_> = refs.into_iter().zip(vectors.iter()).collect();
+            let plan = memory.plan(&docs);
+            memory.apply(plan);
+        }
+    }
+
     fn memory(&self) -> Result<&DocMemory, EngineError> {
         self.memory
             .as_deref()
@@ -186,12 +208,7 @@ impl Judge for RemoteJudge<'_> {
             let q = searcher(self.memory()?, &vectors);
             rep.nearest(q.n, q.memory, q.shards, &*q.search)?;
         }
-        // the memory takes the batch while the leader judges (it does not depend on the
-        // judgement; a step that fails after this is followed by a load of the leader's state)
-        let memory = self.memory.as_deref_mut().expect("checked above");
-        let docs: Vec<_> = refs.into_iter().zip(vectors.iter()).collect();
-        let plan = memory.plan(&docs);
-        memory.apply(plan);
+        self.intake = Some((vectors, refs));
         leaders_judgement(&self.gather)
     }
 
@@ -265,6 +282,40 @@ fn loaded_memory(index: usize, parts: &[(String, Vec<u8>)]) -> Option<DocMemory>
     }
 }
 
+/// The log line of a replica's step that took `seconds`: its figures, `side`'s, its memory's
+/// size, and the seconds it waited and the bytes it sent since the step before (`exchanged`).
+fn log_step(
+    index: usize,
+    timestep: u64,
+    seconds: f64,
+    s: &StepStats,
+    side: &ReplicaSide,
+    memory: Option<&DocMemory>,
+    (wait, sent): (f64, u64),
+) {
+    tracing::info!(
+        worker = index,
+        timestep,
+        step_seconds = format!("{seconds:.4}"),
+        vectorize_seconds = format!("{:.4}", s.seconds_vectorize),
+        coding_seconds = format!("{:.4}", s.seconds_coding),
+        terms_shards = side.terms.shards,
+        claims_sent = side.terms.claims + side.coding.claims,
+        code_seconds = format!("{:.4}", side.coding.work_seconds),
+        search_own_seconds = format!("{:.4}", side.searched.get()),
+        shards_coded = side.coding.shards,
+        shards_taken = side.coding.taken,
+        shards_filled = side.coding.filled,
+        topics_seconds = format!("{:.4}", s.seconds_topics),
+        update_seconds = format!("{:.4}", s.seconds_update),
+        memory_docs = memory.map_or(0, DocMemory::len),
+        memory_vectors = memory.map_or(0, DocMemory::vectors_kept),
+        wait_seconds = format!("{wait:.4}"),
+        sent_bytes = sent,
+        "replica step"
+    );
+}
+
 /// A replica: follows the leader's commands until it stops. Its model is the committed one
 /// after every successful step of the leader.
 pub fn replica(gather: Gather) -> Result<(), ClusterError> {
@@ -326,34 +377,30 @@ pub fn replica(gather: Gather) -> Result<(), ClusterError> {
                     times: &times,
                     batch: None,
                     searched: false,
+                    intake: None,
                 };
                 let judge: Option<&mut dyn Judge> = if judged { Some(&mut remote) } else { None };
                 let t0 = Instant::now();
                 let stepped = cur.step_replicated(&docs, judge, &mut side);
+                if stepped.is_ok() {
+                    remote.take_in();
+                }
                 meter.add_dealt(side.dealt.get());
                 match stepped {
                     Ok((m, out)) => {
-                        let s = &out.stats;
-                        tracing::info!(
-                            worker = index,
+                        let exchanged = (
+                            waited_since(&gather, &mut waited),
+                            sent_since(&gather, &mut sent),
+                        );
+                        let took = t0.elapsed().as_secs_f64();
+                        log_step(
+                            index,
                             timestep,
-                            step_seconds = format!("{:.4}", t0.elapsed().as_secs_f64()),
-                            vectorize_seconds = format!("{:.4}", s.seconds_vectorize),
-                            coding_seconds = format!("{:.4}", s.seconds_coding),
-                            terms_shards = side.terms.shards,
-                            claims_sent = side.terms.claims + side.coding.claims,
-                            code_seconds = format!("{:.4}", side.coding.work_seconds),
-                            search_own_seconds = format!("{:.4}", side.searched.get()),
-                            shards_coded = side.coding.shards,
-                            shards_taken = side.coding.taken,
-                            shards_filled = side.coding.filled,
-                            topics_seconds = format!("{:.4}", s.seconds_topics),
-                            update_seconds = format!("{:.4}", s.seconds_update),
-                            memory_docs = memory.as_ref().map_or(0, DocMemory::len),
-                            memory_vectors = memory.as_ref().map_or(0, DocMemory::vectors_kept),
-                            wait_seconds = format!("{:.4}", waited_since(&gather, &mut waited)),
-                            sent_bytes = sent_since(&gather, &mut sent),
-                            "replica step"
+                            took,
+                            &out.stats,
+                            &side,
+                            memory.as_ref(),
+                            exchanged,
                         );
                         model = Some(m);
                     }

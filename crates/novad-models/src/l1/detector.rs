@@ -455,7 +455,11 @@ impl Model {
         }
         summarise(&mut stats, &codes, &eligible, &usage, &novel);
         stats.bootstrap = is_bootstrap;
-        let verdicts = verdicts(&codes, &novel, &eligible, &scores, &vocab, is_bootstrap);
+        let verdicts = if rep.reports() {
+            verdicts(&codes, &novel, &eligible, &scores, &vocab, is_bootstrap)
+        } else {
+            Vec::new()
+        };
         let model = Model {
             params: self.params.clone(),
             vocab,

@@ -315,6 +315,13 @@ pub trait Replication {
         Ok(())
     }
 
+    /// True when the step's verdicts are wanted from this replica: [`Local`] and a cluster's
+    /// leader, which records them; a replica that only keeps its model in step gets a
+    /// [`crate::model::StepOutput`] without them (no keyword strings made and dropped).
+    fn reports(&self) -> bool {
+        true
+    }
+
     /// True when this replica works out the step's [`Found`] (its emerging topics and the
     /// plan of its atom refresh): [`Local`] always; in a cluster one worker does, before the
     /// update, while another runs it.
