@@ -6,7 +6,7 @@
 //! (the search's documents, the update's rows) is dealt with a lighter hand for a worker that
 //! has other work in the step ([`deal_lighter`]), that work weighed as a part of the whole
 //! batch's cost: fixed parts — the leader's a fixed amount, so a fixed part, as heavy with two
-//! workers as with eight; the finder's one worker's share — and, on top of them, what the
+//! workers as with eight; the finder's half of one worker's share — and, on top of them, what the
 //! leader measured of each worker's other work ([`super::balance`]).
 
 use serde::{Deserialize, Serialize};
@@ -55,13 +55,6 @@ const FINE: u64 = 1 << 12;
 #[derive(Debug, Clone, Copy)]
 struct Part(u64, u64);
 
-impl Part {
-    /// One worker's even share of the batch among `peers`.
-    fn share(peers: usize) -> Part {
-        Part(1, peers.max(1) as u64)
-    }
-}
-
 /// The logical shards dealt out to `peers` workers by `costs` ([`deal_after`]) when some
 /// have other work to do besides: worker w of `extra` (w, p) has work worth the part p of
 /// the whole batch's cost, so its hand is that much lighter — none at all when that work
@@ -100,10 +93,12 @@ const LEADER_WORK: Part = Part(1, 2);
 
 /// The finder's other work ([`finder`]: the plan of the step's atom refresh; with two
 /// processes it is also the replica that tokenises most of a batch sent ahead) as a part of
-/// the update's rows: one worker's share, set likewise — a quarter of the rows with two
-/// processes left the finder the busier of the two, three eighths with four the lightest.
+/// the update's rows: half of one worker's share. The plan's k-means ends at its fixed point
+/// (on 20NG after its second iteration): with one worker's share, four processes left the
+/// finder the lightest by 0.008–0.011 CPU s a step of ~0.13 (`bench_cluster`, docs/RESULTS.md,
+/// "Several processes"), about half of that share.
 fn finder_work(peers: usize) -> Part {
-    Part::share(peers)
+    Part(1, 2 * peers.max(1) as u64)
 }
 
 /// The fixed parts of the search, the larger of the two dealt works, as burdens of `peers`
@@ -148,7 +143,7 @@ pub(super) fn coding_deal(job: &CodingJob<'_>, peers: usize) -> Vec<Vec<usize>> 
 /// ([`UpdateJob::shard_costs`], [`deal_lighter`]): the leader's other work in a step counts
 /// as half of the rows ([`LEADER_WORK`]) and the finder's ([`finder`]: the plan of the step's
 /// atom refresh, which it works out before its rows — each step with the default parameters)
-/// as one worker's share ([`finder_work`]), each worker's measured `burdens` on top, so they
+/// as half of one worker's share ([`finder_work`]), each worker's measured `burdens` on top, so they
 /// compute fewer rows than the other replicas. The same hands on every worker.
 pub(super) fn row_deal(job: &UpdateJob<'_>, peers: usize, burdens: &Burdens) -> Vec<Vec<usize>> {
     let extra = burdens.parts(
@@ -220,7 +215,7 @@ mod tests {
         let one = deal_lighter(&costs, 1, &[(0, Part(3, 8)), (1, Part(1, 4))]);
         assert_eq!(one, vec![(0..LOGICAL_SHARDS).collect::<Vec<_>>()]);
         for peers in 3..=6 {
-            let share = Part::share(peers);
+            let share = Part(1, peers as u64);
             let hands = deal_lighter(
                 &costs,
                 peers,
