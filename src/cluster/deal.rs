@@ -143,8 +143,8 @@ pub(super) fn coding_deal(job: &CodingJob<'_>, peers: usize) -> Vec<Vec<usize>> 
 /// ([`UpdateJob::shard_costs`], [`deal_lighter`]): the leader's other work in a step counts
 /// as half of the rows ([`LEADER_WORK`]) and the finder's ([`finder`]: the plan of the step's
 /// atom refresh, which it works out before its rows — each step with the default parameters)
-/// as half of one worker's share ([`finder_work`]), each worker's measured `burdens` on top, so they
-/// compute fewer rows than the other replicas. The same hands on every worker.
+/// as half of one worker's share ([`finder_work`]), each worker's measured `burdens` on top,
+/// so they compute fewer rows than the other replicas. The same hands on every worker.
 pub(super) fn row_deal(job: &UpdateJob<'_>, peers: usize, burdens: &Burdens) -> Vec<Vec<usize>> {
     let extra = burdens.parts(
         peers,

@@ -11,12 +11,12 @@
 //! finishes the step the same way ([`novad_models::l1::replicate`]). The hybrid detector's
 //! search is shared too: each worker searches the whole memory for the documents of its
 //! hand of the shards, the results are all-gathered, the leader fuses the scores and decides,
-//! and every replica takes the batch into its memory as the leader does. The dictionary
-//! update is shared by Â's rows: each worker computes the gradient rows of its hand of the
-//! row shards, the projection's column thresholds come from rounds of exact column sums, and
-//! the projected rows are all-gathered (`protocol.rs`). The plan of the step's atom refresh is
-//! worked out by the last worker (the finder) before its rows, its emerging topics after the
-//! update. A document's resolved terms, its code and
+//! and every replica takes the batch into its memory as the leader does (once its step is
+//! over). The dictionary update is shared by Â's rows: each worker computes the gradient
+//! rows of its hand of the row shards, the projection's column thresholds come from rounds of
+//! exact column sums, and the projected rows are all-gathered (`protocol.rs`). The plan of
+//! the step's atom refresh is worked out by the last worker (the finder) before its rows, its
+//! emerging topics after the update. A document's resolved terms, its code and
 //! its nearest remembered document depend only on the document and the replicated state, and
 //! the rest of the step is a deterministic function of all of them, so the committed model,
 //! the topics and every verdict are bit-identical to a single-node run, whatever the number

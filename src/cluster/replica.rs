@@ -81,7 +81,7 @@ impl Replication for ReplicaSide {
         if query.is_some() {
             // the step's next round is the judgement, where a replica's part is always
             // Idle: begun now, the leader's judgement does not wait for what this replica
-            // does before it asks for it (its memory intake, the refresh plan)
+            // does before it asks for it (the refresh plan)
             self.gather.borrow_mut().begin(encode(&Reply::Idle));
         }
         Ok(coded)

@@ -325,13 +325,13 @@ pub(super) fn waited_since(gather: &RefCell<Gather>, last: &mut f64) -> f64 {
     now - std::mem::replace(last, now)
 }
 
-/// Each worker's CPU over a cycle, in thousandths of a second, as logged ("-" for a load
-/// not measured): empty when none was.
+/// Each worker's CPU over a cycle, in thousandths of a second, as logged: empty unless every
+/// worker's was measured (only such a cycle can steer the burdens).
 fn cycle_ms(loads: &[Option<Load>]) -> String {
-    if loads.iter().all(Option::is_none) {
+    if loads.iter().any(Option::is_none) {
         return String::new();
     }
-    let ms = |l: &Option<Load>| l.map_or("-".to_string(), |l| (l.cycle_us / 1000).to_string());
+    let ms = |l: &Option<Load>| l.map_or(0, |l| l.cycle_us / 1000).to_string();
     loads.iter().map(ms).collect::<Vec<_>>().join(",")
 }
 
@@ -396,7 +396,8 @@ struct Figures {
     /// Of those, the first: waiting for the other workers' gradient rows.
     gradient_wait_seconds: f64,
     /// Each worker's CPU over the cycle before (thousandths of a second, the leader first),
-    /// as the burdens took it in; empty when the cycle does not steer them.
+    /// as the burdens took it in; empty unless every worker's was measured (a cycle spent
+    /// under a backlog).
     cycle_ms: String,
     /// Rounds of column sums the update took.
     update_rounds: usize,

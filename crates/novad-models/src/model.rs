@@ -97,6 +97,8 @@ pub struct StepStats {
 /// What a timestep produced besides the new model.
 #[derive(Debug, Clone)]
 pub struct StepOutput {
+    /// One per document; empty from a replica whose verdicts are not wanted
+    /// ([`crate::l1::replicate::Replication::reports`] false: a cluster's replica).
     pub verdicts: Vec<Verdict>,
     /// The documents' TF-IDF vectors (ids valid in the new model's vocabulary).
     pub vectors: Vec<SparseDoc>,

@@ -316,8 +316,9 @@ pub trait Replication {
     }
 
     /// True when the step's verdicts are wanted from this replica: [`Local`] and a cluster's
-    /// leader, which records them; a replica that only keeps its model in step gets a
-    /// [`crate::model::StepOutput`] without them (no keyword strings made and dropped).
+    /// leader, which records them (the engine's steps need them); a replica that only keeps
+    /// its model in step gets a [`crate::model::StepOutput`] without them (no keyword
+    /// strings made and dropped).
     fn reports(&self) -> bool {
         true
     }
