@@ -666,6 +666,13 @@ mod tests {
             .collect()
     }
 
+    /// Centroids as their values' bits, to compare bit for bit.
+    fn bits(c: &[Vec<f64>]) -> Vec<Vec<u64>> {
+        c.iter()
+            .map(|v| v.iter().map(|x| x.to_bits()).collect())
+            .collect()
+    }
+
     /// Centroids equal the dense loops' bit for bit: seeds of several sizes (more than the
     /// topics, so some clusters lose every member and keep their centroid), candidates that
     /// leave terms out, zero and several iterations, a term range past `m`.
@@ -685,11 +692,6 @@ mod tests {
             let local = space.terms.len();
             let got = kmeans_iterations(&space.vecs, &space.seeds, local, iterations);
             let want = dense_iterations(&space.vecs, &space.seeds, local, iterations);
-            let bits = |c: &[Vec<f64>]| -> Vec<Vec<u64>> {
-                c.iter()
-                    .map(|v| v.iter().map(|x| x.to_bits()).collect())
-                    .collect()
-            };
             assert_eq!(bits(&got), bits(&want), "seed {seed}");
             assert_eq!(
                 spherical_kmeans(&docs, &cand, &seeds, m as usize - 10, iterations),
@@ -781,11 +783,6 @@ mod tests {
         for iterations in 1..=15 {
             let got = kmeans_iterations(&space.vecs, &space.seeds, local, iterations);
             let want = dense_iterations(&space.vecs, &space.seeds, local, iterations);
-            let bits = |c: &[Vec<f64>]| -> Vec<Vec<u64>> {
-                c.iter()
-                    .map(|v| v.iter().map(|x| x.to_bits()).collect())
-                    .collect()
-            };
             assert_eq!(bits(&got), bits(&want), "{iterations} iterations");
             if got == before && fixed_from.is_none() {
                 fixed_from = Some(iterations);
