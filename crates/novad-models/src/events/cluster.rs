@@ -9,8 +9,6 @@
 //! `min_novel_share` of them novel, is an event. Its members include the story's documents
 //! that scored high without crossing the novelty threshold: the verdicts stay as they are.
 
-use std::collections::HashMap;
-
 use rayon::prelude::*;
 
 use super::graph::{knn_graph, louvain};
@@ -40,21 +38,26 @@ pub struct Community {
 /// of the past ([`Past::reweight`]; a term every earlier document had weighs 0), in batch
 /// order; empty when nothing is left.
 pub fn past_unit(vectors: &[SparseDoc], past: &Past) -> Vec<Vec<(u32, f32)>> {
+    // each term's weight worked out once a batch (a logarithm), not once per occurrence
+    let ids = vectors.iter().flat_map(|d| d.ids.iter());
+    let mut weight = vec![f64::NAN; ids.max().map_or(0, |&i| i as usize + 1)];
     vectors
         .iter()
         .map(|d| {
-            let mut kept: Vec<(u32, f64)> = d
+            let kept: Vec<(u32, f64)> = d
                 .ids
                 .iter()
                 .zip(&d.vals)
-                .map(|(&i, &v)| (i, v * past.reweight(i)))
+                .map(|(&i, &v)| {
+                    let w = &mut weight[i as usize];
+                    if w.is_nan() {
+                        *w = past.reweight(i);
+                    }
+                    (i, v * *w)
+                })
                 .filter(|&(_, v)| v > 0.0 && v.is_finite())
                 .collect();
-            if kept.len() > MAX_TERMS {
-                kept.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                kept.truncate(MAX_TERMS);
-                kept.sort_by_key(|t| t.0);
-            }
+            let kept = heaviest(kept, MAX_TERMS);
             let norm = kept.iter().map(|t| t.1 * t.1).sum::<f64>().sqrt();
             if !(norm > 0.0 && norm.is_finite()) {
                 return Vec::new();
@@ -64,6 +67,20 @@ pub fn past_unit(vectors: &[SparseDoc], past: &Past) -> Vec<Vec<(u32, f32)>> {
                 .collect()
         })
         .collect()
+}
+
+/// The `max` heaviest of a document's (term, weight) entries (ties to the lower term), in
+/// term order; all of them when there are no more. Terms distinct, in increasing order.
+fn heaviest(mut kept: Vec<(u32, f64)>, max: usize) -> Vec<(u32, f64)> {
+    if kept.len() > max {
+        // a total order (the terms are distinct): the heaviest selected, then put back in
+        // term order
+        let order = |a: &(u32, f64), b: &(u32, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        kept.select_nth_unstable_by(max, order);
+        kept.truncate(max);
+        kept.sort_unstable_by_key(|t| t.0);
+    }
+    kept
 }
 
 /// For each document of `rows` (batch positions): the share of `flag`ged documents among its
@@ -76,17 +93,19 @@ fn similarities(
     flag: &[bool],
     k: usize,
 ) -> (Vec<f64>, Vec<Vec<f32>>) {
-    let mut postings: HashMap<u32, Vec<(u32, f32)>> = HashMap::new();
+    // each term's documents, by term id, in batch order
+    let terms = unit.iter().flatten().map(|&(t, _)| t as usize + 1).max();
+    let mut postings: Vec<Vec<(u32, f32)>> = vec![Vec::new(); terms.unwrap_or(0)];
     for (j, d) in unit.iter().enumerate() {
         for &(t, w) in d {
-            postings.entry(t).or_default().push((j as u32, w));
+            postings[t as usize].push((j as u32, w));
         }
     }
     rows.par_iter()
         .map(|&i| {
             let mut acc = vec![0.0f64; unit.len()];
             for &(t, w) in &unit[i] {
-                for &(j, v) in &postings[&t] {
+                for &(j, v) in &postings[t as usize] {
                     acc[j as usize] += w as f64 * v as f64;
                 }
             }
@@ -201,4 +220,32 @@ pub fn communities(
             .then(a.members[0].cmp(&b.members[0]))
     });
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// The heaviest entries are those a full sort by weight (ties to the lower term) keeps, put
+    /// back in term order; a document with no more than `max` keeps all.
+    #[test]
+    fn the_heaviest_terms_are_those_of_a_full_sort() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        for case in 0..300 {
+            let len = rng.random_range(0..120usize);
+            // few distinct weights, so that ties are common
+            let kept: Vec<(u32, f64)> = (0..len)
+                .map(|t| (t as u32 * 2 + 5, rng.random_range(1..8u32) as f64 / 8.0))
+                .collect();
+            let max = rng.random_range(0..80usize);
+            let mut want = kept.clone();
+            if want.len() > max {
+                want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                want.truncate(max);
+                want.sort_by_key(|t| t.0);
+            }
+            assert_eq!(heaviest(kept, max), want, "case {case}");
+        }
+    }
 }
