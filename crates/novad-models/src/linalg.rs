@@ -6,6 +6,18 @@
 
 use sprs::CsMat;
 
+/// Cut `entries` (distinct ids) to their `max` heaviest, heaviest first, ties to the lower id:
+/// what a full sort by (weight descending, id ascending) keeps, with only those sorted (a
+/// selection first). All of them, sorted alike, when there are no more.
+pub fn heaviest_first<I: Ord + Copy>(entries: &mut Vec<(I, f64)>, max: usize) {
+    let order = |a: &(I, f64), b: &(I, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if max < entries.len() {
+        entries.select_nth_unstable_by(max, order);
+        entries.truncate(max);
+    }
+    entries.sort_unstable_by(order);
+}
+
 /// soft(r, t) = sign(r) · max(|r| − t, 0), the proximal map of t·|·|.
 #[inline]
 pub fn soft(r: f64, t: f64) -> f64 {

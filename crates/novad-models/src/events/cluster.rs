@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use super::graph::{knn_graph, louvain};
 use super::keywords::{keywords, Past};
 use super::EventParams;
+use crate::linalg::heaviest_first;
 use crate::text::SparseDoc;
 
 /// Terms a document brings to the similarities at most (its heaviest): a long post must not
@@ -73,11 +74,7 @@ pub fn past_unit(vectors: &[SparseDoc], past: &Past) -> Vec<Vec<(u32, f32)>> {
 /// term order; all of them when there are no more. Terms distinct, in increasing order.
 fn heaviest(mut kept: Vec<(u32, f64)>, max: usize) -> Vec<(u32, f64)> {
     if kept.len() > max {
-        // a total order (the terms are distinct): the heaviest selected, then put back in
-        // term order
-        let order = |a: &(u32, f64), b: &(u32, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        kept.select_nth_unstable_by(max, order);
-        kept.truncate(max);
+        heaviest_first(&mut kept, max);
         kept.sort_unstable_by_key(|t| t.0);
     }
     kept

@@ -8,7 +8,7 @@ use sprs::CsMat;
 
 use super::{coded_columns, codes_to_csc, docs_to_csr, project_columns};
 use crate::l1::coding::{code_batch, CodingDict, CodingParams};
-use crate::linalg::{psi_max_codes, soft};
+use crate::linalg::{heaviest_first, psi_max_codes, soft};
 use crate::text::SparseDoc;
 
 /// How the k initial atoms are chosen.
@@ -99,13 +99,7 @@ pub fn init_atoms(
 /// pairs; empty for a centroid with no positive entry.
 pub(crate) fn top_terms_unit_l1(cent: &[(usize, f64)], top: usize) -> Vec<(usize, f64)> {
     let mut top_set: Vec<(usize, f64)> = cent.iter().copied().filter(|e| e.1 > 0.0).collect();
-    // a total order (terms are distinct): the `top` first selected, then only they sorted
-    let order = |x: &(usize, f64), y: &(usize, f64)| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0));
-    if top < top_set.len() {
-        top_set.select_nth_unstable_by(top, order);
-        top_set.truncate(top);
-    }
-    top_set.sort_by(order);
+    heaviest_first(&mut top_set, top);
     let s: f64 = top_set.iter().map(|e| e.1).sum();
     if s > 0.0 {
         top_set.into_iter().map(|(i, v)| (i, v / s)).collect()
