@@ -584,6 +584,11 @@ impl Replication for LeaderSide {
         finds(&self.gather.borrow())
     }
 
+    /// A cluster of one waits for nobody.
+    fn waits(&self) -> bool {
+        self.gather.borrow().peers() > 1
+    }
+
     /// The found round is the step's last: the next batch follows it at once when due.
     fn offer(&mut self, mine: Option<&Found>) -> Result<(), EngineError> {
         self.gather

@@ -396,22 +396,28 @@ impl Judge for HybridJudge<'_> {
     fn answer(&mut self, near: Vec<Option<Neighbour>>) {
         self.near = Some(near);
     }
+
+    /// The fused scores, which the verdicts show once the step is folded ([`fold_hybrid`]).
+    fn scores(&self) -> Option<Vec<f64>> {
+        let step = self.step.as_ref()?;
+        Some(step.verdicts.iter().map(|v| v.score).collect())
+    }
 }
 
 /// The event stage of a step: `ev` (the tracker before it) stepped on the batch as `model`
-/// (after the step) and `out` see it, `out`'s topics replaced by the step's events. Nothing
+/// (after the step) and `out` see it, with `scores` as the verdicts show them (fused by the
+/// hybrid detector when there is one), `out`'s topics replaced by the step's events. Nothing
 /// groups on a bootstrap batch. Returns the tracker after the step.
-fn step_events(ev: &Events, model: &Inner, out: &mut StepOutput) -> Events {
+fn step_events(ev: &Events, model: &Inner, out: &mut StepOutput, scores: &[f64]) -> Events {
     let t0 = Instant::now();
     let vocab = model.vocab();
-    let scores: Vec<f64> = out.verdicts.iter().map(|v| v.score).collect();
     let novel: Vec<bool> = out.verdicts.iter().map(|v| v.novel).collect();
     let (next, topics) = ev.step(&EventBatch {
         timestep: out.stats.timestep,
         vectors: &out.vectors,
         vocab,
         novel: &novel,
-        scores: &scores,
+        scores,
     });
     out.topics = topics;
     out.stats.topics = out.topics.len();
@@ -429,6 +435,16 @@ fn fold_hybrid(h: &mut Hybrid, step: HybridStep, out: &mut StepOutput) -> PartsD
     }
     out.hybrid = step.verdicts;
     delta
+}
+
+/// A model's step before the engine folds it: the new model, its output (its topics the
+/// tracker's when there is one), the hybrid detector's step (not yet applied) with its
+/// seconds, and the event tracker after the step.
+struct ModelStep {
+    model: Inner,
+    out: StepOutput,
+    hybrid: Option<(HybridStep, f64)>,
+    tracked: Option<Events>,
 }
 
 impl Engine {
@@ -504,14 +520,8 @@ impl Engine {
         texts: &[&str],
         times: &[i64],
     ) -> Result<(Engine, StepOutput), EngineError> {
-        let (model, out, step) = self.step_model(texts, times, &mut Local)?;
-        Ok(Engine::finish(
-            model,
-            out,
-            step,
-            self.hybrid.clone(),
-            self.events.as_deref(),
-        ))
+        let step = self.step_model(texts, times, &mut Local)?;
+        Ok(Engine::finish(step, self.hybrid.clone()))
     }
 
     /// [`Self::step_at`] that moves the hybrid detector into the new engine and updates its
@@ -539,28 +549,23 @@ impl Engine {
         times: &[i64],
         rep: &mut dyn Replication,
     ) -> Result<(Engine, StepOutput), EngineError> {
-        let (model, out, step) = self.step_model(texts, times, rep)?;
+        let step = self.step_model(texts, times, rep)?;
         let hybrid = self.hybrid.take();
         self.spent = hybrid.is_some();
-        Ok(Engine::finish(
-            model,
-            out,
-            step,
-            hybrid,
-            self.events.as_deref(),
-        ))
+        Ok(Engine::finish(step, hybrid))
     }
 
     /// The engine after a step: `hybrid` (the detector as it was before the step, owned)
     /// with the step's plan applied, the delta of its parts recorded, and the verdicts fused;
-    /// then the step's topics are `events`' (the tracker before the step), when it runs.
-    fn finish(
-        model: Inner,
-        mut out: StepOutput,
-        step: Option<(HybridStep, f64)>,
-        hybrid: Option<Box<Hybrid>>,
-        events: Option<&Events>,
-    ) -> (Engine, StepOutput) {
+    /// then the step's topics are the event tracker's, when it runs (stepped by the model, or
+    /// here).
+    fn finish(step: ModelStep, hybrid: Option<Box<Hybrid>>) -> (Engine, StepOutput) {
+        let ModelStep {
+            model,
+            mut out,
+            hybrid: step,
+            tracked,
+        } = step;
         let (hybrid, delta) = match (hybrid, step) {
             (Some(mut h), Some((step, judged))) => {
                 let t0 = Instant::now();
@@ -570,7 +575,7 @@ impl Engine {
             }
             _ => (None, None),
         };
-        let events = events.map(|ev| Box::new(step_events(ev, &model, &mut out)));
+        let events = tracked.map(Box::new);
         let engine = Engine {
             model,
             hybrid,
@@ -594,13 +599,12 @@ impl Engine {
 
     /// The model's step, judged by the hybrid detector when there is one; its step (not yet
     /// applied) and the seconds it took come back with the model's output.
-    #[allow(clippy::type_complexity)]
     fn step_model(
         &self,
         texts: &[&str],
         times: &[i64],
         rep: &mut dyn Replication,
-    ) -> Result<(Inner, StepOutput, Option<(HybridStep, f64)>), EngineError> {
+    ) -> Result<ModelStep, EngineError> {
         if self.spent {
             return Err(EngineError::Inconsistent(
                 "this engine's hybrid detector moved to the engine its step returned".into(),
@@ -629,26 +633,52 @@ impl Engine {
             near: None,
         });
         let j: Option<&mut dyn Judge> = judge.as_mut().map(|j| j as &mut dyn Judge);
-        let (model, out) = match &self.model {
+        let events = self.events.as_deref();
+        let (model, mut out, tracked) = match &self.model {
             Inner::L1(m) => m
-                .step_replicated(texts, j, rep)
-                .map(|(m, o)| (Inner::L1(Box::new(m)), o))?,
-            Inner::Dnmf(m) => m.step(texts).map(|(m, o)| (Inner::Dnmf(Box::new(m)), o))?,
+                .step_tracked(texts, j, rep, events)
+                .map(|(m, o, e)| (Inner::L1(Box::new(m)), o, e))?,
+            Inner::Dnmf(m) => m
+                .step(texts)
+                .map(|(m, o)| (Inner::Dnmf(Box::new(m)), o, None))?,
             Inner::Ostc(m) => m
                 .step_judged(texts, j)
-                .map(|(m, o)| (Inner::Ostc(Box::new(m)), o))?,
+                .map(|(m, o)| (Inner::Ostc(Box::new(m)), o, None))?,
         };
-        match judge {
-            None => Ok((model, out, None)),
+        let hybrid = match judge {
+            None => None,
             Some(HybridJudge {
                 step: Some(step),
                 seconds,
                 ..
-            }) => Ok((model, out, Some((step, seconds)))),
-            Some(_) => Err(EngineError::Inconsistent(
-                "the model did not consult the hybrid detector".into(),
-            )),
-        }
+            }) => Some((step, seconds)),
+            Some(_) => {
+                return Err(EngineError::Inconsistent(
+                    "the model did not consult the hybrid detector".into(),
+                ))
+            }
+        };
+        // the ℓ1 model stepped the tracker; the others' is stepped here, on the verdicts'
+        // scores as the hybrid detector's step will fuse them
+        let tracked = match (&model, events) {
+            (Inner::L1(_), _) | (_, None) => tracked,
+            (_, Some(ev)) => {
+                let fused = hybrid
+                    .as_ref()
+                    .map(|(h, _)| h.verdicts.iter().map(|v| v.score));
+                let scores: Vec<f64> = match fused {
+                    Some(f) => f.collect(),
+                    None => out.verdicts.iter().map(|v| v.score).collect(),
+                };
+                Some(step_events(ev, &model, &mut out, &scores))
+            }
+        };
+        Ok(ModelStep {
+            model,
+            out,
+            hybrid,
+            tracked,
+        })
     }
 
     /// Index the next batch gets.

@@ -179,14 +179,22 @@ pub trait Judge {
     /// The answer to the search of [`Self::query`]: each document's nearest remembered
     /// document, in batch order.
     fn answer(&mut self, _near: Vec<Option<crate::memory::Neighbour>>) {}
+
+    /// The scores the verdicts of its last judgement show, one per document, when they are
+    /// not the model's own (the hybrid detector's fused scores); `None` (the default): the
+    /// model's.
+    fn scores(&self) -> Option<Vec<f64>> {
+        None
+    }
 }
 
-/// A step's novelty as decided: the flags, the threshold (∞ when none) and the documents its
-/// topics group (a subset of the novel ones).
+/// A step's novelty as decided: the flags, the threshold (∞ when none), the documents its
+/// topics group (a subset of the novel ones) and the judge's scores ([`Judge::scores`]).
 pub(crate) struct Decided {
     pub novel: Vec<bool>,
     pub threshold: f64,
     pub topical: Vec<bool>,
+    pub scores: Option<Vec<f64>>,
 }
 
 /// The judgement of `judge`, or `own` when there is none (its topics group every novel
@@ -204,6 +212,7 @@ pub(crate) fn judged(
             novel,
             threshold,
             topical,
+            scores: None,
         });
     };
     let d = j.judge(batch)?;
@@ -221,10 +230,17 @@ pub(crate) fn judged(
         ));
     }
     let topical = d.topical.unwrap_or_else(|| d.novel.clone());
+    let scores = j.scores();
+    if scores.as_ref().is_some_and(|s| s.len() != d.novel.len()) {
+        return Err(EngineError::Inconsistent(
+            "the judge's scores do not match the batch".into(),
+        ));
+    }
     Ok(Decided {
         novel: d.novel,
         threshold: d.threshold.unwrap_or(f64::INFINITY),
         topical,
+        scores,
     })
 }
 

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use novad_models::events::{EventBatch, EventParams};
 use novad_models::l1::dictionary::LOGICAL_SHARDS;
 use novad_models::l1::replicate::{
     CodedAndFound, CodingJob, Local, Query, Replication, ShardOutput, ShardTerms, TermJob,
@@ -419,4 +420,74 @@ fn the_search_run_with_the_coding_gives_the_single_node_step() {
     }
     // every step codes (the first one after learning its atoms), and hands its search over
     assert_eq!(rep.queries, stream.len());
+}
+
+/// Batches of 60 documents on six known subjects; from timestep 3 on, a third of each batch
+/// is a story none of the earlier ones told.
+fn story_stream(seed: u64, batches: usize) -> Vec<Vec<String>> {
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    (0..batches)
+        .map(|t| {
+            (0..60)
+                .map(|i| {
+                    let subject = if t >= 3 && i % 3 == 0 {
+                        format!("story{}", t / 3)
+                    } else {
+                        format!("s{}", r.random_range(0..6))
+                    };
+                    let mut words: Vec<String> = (0..14)
+                        .map(|_| format!("{subject}w{}", r.random_range(0..12)))
+                        .collect();
+                    words.extend((0..4).map(|_| format!("noise{}", r.random_range(0..300))));
+                    words.join(" ")
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The event tracker stepped within the model's step — on a thread of its own beside the
+/// update where the rounds wait for other workers, else after it — gives the events the
+/// engine's event stage gives a model that does not step it: the tracker before the step,
+/// stepped on the step's vectors, the vocabulary after it and the verdicts' flags and fused
+/// scores. Same topics and tracker, bit for bit, either way.
+#[test]
+fn the_tracker_stepped_beside_the_update_gives_the_events_of_the_verdicts() {
+    let ModelParams::L1(mut p) = capped_params(400) else {
+        unreachable!()
+    };
+    p.events = Some(EventParams::default());
+    let params = ModelParams::L1(p);
+    let (mut local, mut apart) = (
+        Engine::new(params.clone()).unwrap(),
+        Engine::new(params).unwrap(),
+    );
+    let mut rep = Apart { queries: 0 };
+    let mut with_topics = 0;
+    for (t, b) in story_stream(11, 7).iter().enumerate() {
+        let texts: Vec<&str> = b.iter().map(String::as_str).collect();
+        let times = vec![t as i64; texts.len()];
+        let before = apart.events().unwrap().clone();
+        let (a, ao) = apart
+            .step_at_moving_replicated(&texts, &times, &mut rep)
+            .unwrap();
+        let (l, lo) = local.step_at_moving(&texts, &times).unwrap();
+        let novel: Vec<bool> = ao.verdicts.iter().map(|v| v.novel).collect();
+        let scores: Vec<f64> = ao.verdicts.iter().map(|v| v.score).collect();
+        let (next, topics) = before.step(&EventBatch {
+            timestep: t as u64,
+            vectors: &ao.vectors,
+            vocab: a.vocab(),
+            novel: &novel,
+            scores: &scores,
+        });
+        assert_eq!(ao.topics, topics, "timestep {t}");
+        assert_eq!(a.events().unwrap().state_parts(), next.state_parts());
+        assert_eq!(lo.topics, ao.topics, "timestep {t}");
+        assert_eq!(l.to_bytes(), a.to_bytes(), "timestep {t}");
+        with_topics += usize::from(!topics.is_empty());
+        (local, apart) = (l, a);
+    }
+    // the story breaks and events are found
+    assert!(with_topics >= 2, "{with_topics} timesteps with events");
 }

@@ -19,6 +19,7 @@
 //! Measured on 20 Newsgroups (`novad-lab eval --compare-dictclust`, docs/RESULTS.md, "Emerging
 //! topics as events").
 
+pub mod beside;
 pub mod cluster;
 pub mod graph;
 pub mod keywords;

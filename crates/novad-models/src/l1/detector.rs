@@ -9,6 +9,8 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::events::beside::Beside;
+use crate::events::{EventBatch, Events};
 use crate::l1::dictclust::dictclust;
 use crate::l1::dictionary::{
     bootstrap, codes_to_csc, column_sums, docs_to_csr, image, plan_refresh, Dictionary, Multiplier,
@@ -20,7 +22,7 @@ use crate::model::{
     decode_part, judged, params_image, Code, Decided, EngineError, Judge, ParamsError, Scored,
     StepOutput, StepStats, Verdict,
 };
-use crate::text::{tfidf_l1, SparseDoc, Tokenizer, VocabChange, Vocabulary};
+use crate::text::{tfidf_l1, Remap, SparseDoc, Tokenizer, VocabChange, Vocabulary};
 use crate::threshold::{decide, ScoreHistory, ThresholdRule};
 
 const PART_META: &str = "meta";
@@ -297,9 +299,25 @@ impl Model {
     pub fn step_replicated<D: AsRef<str> + Sync>(
         &self,
         docs: &[D],
-        mut judge: Option<&mut (dyn Judge + '_)>,
+        judge: Option<&mut (dyn Judge + '_)>,
         rep: &mut dyn Replication,
     ) -> Result<(Model, StepOutput), EngineError> {
+        let (model, out, _) = self.step_tracked(docs, judge, rep, None)?;
+        Ok((model, out))
+    }
+
+    /// [`Self::step_replicated`] with the event tracker `events` stepped on the judged batch
+    /// (its vectors, the vocabulary after it, the verdicts' novelty and scores, as the engine's
+    /// event stage sees them); the step's topics are then the tracker's, which comes back
+    /// stepped. Unless `rep` is [`Local`], the tracker steps on a thread of its own once this
+    /// worker's part of the update is done ([`Beside`]), filling its waits for the others.
+    pub fn step_tracked<D: AsRef<str> + Sync>(
+        &self,
+        docs: &[D],
+        mut judge: Option<&mut (dyn Judge + '_)>,
+        rep: &mut dyn Replication,
+        events: Option<&Events>,
+    ) -> Result<(Model, StepOutput, Option<Events>), EngineError> {
         let t0 = Instant::now();
         let p = &self.params;
         let (vocab, vectors, change) = self.vectorize(docs, rep)?;
@@ -372,35 +390,40 @@ impl Model {
             novel,
             threshold: thr,
             topical,
+            scores: judged_scores,
         } = self.novelty(&scored, judge, rep, &mut history, learn)?;
         stats.threshold = thr.is_finite().then_some(thr);
 
         // Dictionary update (not on the bootstrap batch, not before bootstrap, not on an empty
-        // batch), shared by logical shards of Â's rows through `rep`; then the topics, which
-        // do not need it.
+        // batch), shared by logical shards of Â's rows through `rep`, with the event tracker's
+        // step beside it; then the topics, which do not need it.
         let t2 = Instant::now();
         let updating = bootstrapped && !is_bootstrap && n > 0;
-        let n_prev = self.delta.ncols();
-        let mut delta = if updating && p.oiadmm.carry_delta {
-            self.delta.remap_resize(&change.remap, n)
-        } else if updating {
-            Multiplier::zeros(m, 0)
-        } else {
-            self.delta.remap_resize(&change.remap, n_prev)
+        let judged_batch = EventBatch {
+            timestep: self.timestep,
+            vectors: &vectors,
+            vocab: &vocab,
+            novel: &novel,
+            scores: judged_scores.as_deref().unwrap_or(&scores),
         };
-        if updating {
-            let (pm, x) = (docs_to_csr(&vectors, m), codes_to_csc(&codes, dict.ncols()));
-            let carried = p.oiadmm.carry_delta.then_some(&delta);
-            let job = UpdateJob::new(&pm, &dict, carried, &x, &p.oiadmm);
-            let rows = shared_update(&job, rep)?;
-            let mut done = job.project(rows)?;
-            if p.oiadmm.carry_delta {
-                done.next_delta(&mut delta, &pm, &dict);
-            }
-            stats.oiadmm = done.stats;
-            dict = done.dict;
-        }
-        let seconds_update = t2.elapsed().as_secs_f64();
+        let apart = rep.waits();
+        let (delta, seconds_update, tracked) = std::thread::scope(|s| {
+            let mut beside = Beside::new(s, events, judged_batch, apart);
+            let (remap, dict) = (&change.remap, &mut dict);
+            let delta = self.update(
+                updating,
+                remap,
+                &vectors,
+                &codes,
+                dict,
+                &mut stats,
+                rep,
+                &mut beside,
+            )?;
+            // the update's seconds; the tracker's are the topics'
+            let seconds = t2.elapsed().as_secs_f64();
+            Ok::<_, EngineError>((delta, seconds, beside.join()))
+        })?;
 
         let t_topics = Instant::now();
         // events, when set, are the step's topics (the engine's): DICTCLUST does not run
@@ -427,8 +450,15 @@ impl Model {
             (true, None) => return Err(missing("list of topics")),
             (false, _) => Vec::new(),
         };
-        stats.topics = topics.len();
         stats.seconds_topics += t_take.elapsed().as_secs_f64();
+        let (topics, events) = match tracked {
+            Some((next, topics, seconds)) => {
+                stats.seconds_topics += seconds;
+                (topics, Some(next))
+            }
+            None => (topics, None),
+        };
+        stats.topics = topics.len();
         let t4 = Instant::now();
         // The bootstrap's atoms are new; the refresh comes after OIADMM (new atoms have no code
         // in this batch, so the update would not touch them anyway).
@@ -479,7 +509,47 @@ impl Model {
             hybrid: Vec::new(),
             seconds_hybrid: 0.0,
         };
-        Ok((model, out))
+        Ok((model, out, events))
+    }
+
+    /// The OIADMM step of `dict` (in place) on the batch's `vectors` and `codes` when
+    /// `updating`, shared by logical shards of Â's rows through `rep`, with `beside` started
+    /// once this worker's rows are done; returns Δ as it is after the step (remapped to the
+    /// vocabulary after the batch).
+    #[allow(clippy::too_many_arguments)]
+    fn update(
+        &self,
+        updating: bool,
+        remap: &Remap,
+        vectors: &[SparseDoc],
+        codes: &[Code],
+        dict: &mut Dictionary,
+        stats: &mut StepStats,
+        rep: &mut dyn Replication,
+        beside: &mut Beside<'_, '_>,
+    ) -> Result<Multiplier, EngineError> {
+        let p = &self.params;
+        let (m, n) = (dict.nrows(), vectors.len());
+        let mut delta = if updating && p.oiadmm.carry_delta {
+            self.delta.remap_resize(remap, n)
+        } else if updating {
+            Multiplier::zeros(m, 0)
+        } else {
+            self.delta.remap_resize(remap, self.delta.ncols())
+        };
+        if updating {
+            let (pm, x) = (docs_to_csr(vectors, m), codes_to_csc(codes, dict.ncols()));
+            let carried = p.oiadmm.carry_delta.then_some(&delta);
+            let job = UpdateJob::new(&pm, dict, carried, &x, &p.oiadmm);
+            let rows = shared_update(&job, rep, beside)?;
+            let mut done = job.project(rows)?;
+            if p.oiadmm.carry_delta {
+                done.next_delta(&mut delta, &pm, dict);
+            }
+            stats.oiadmm = done.stats;
+            *dict = done.dict;
+        }
+        Ok(delta)
     }
 
     /// Each document's novelty, the threshold used (∞ when none) and the documents the
@@ -656,8 +726,10 @@ impl Model {
 fn shared_update(
     job: &UpdateJob<'_>,
     rep: &mut dyn Replication,
+    beside: &mut Beside<'_, '_>,
 ) -> Result<Vec<ProjectedRows>, EngineError> {
     let mine = rep.gradient(job)?;
+    beside.start();
     let bad = |e: String| EngineError::Inconsistent(format!("the update's column sums: {e}"));
     let mut th = Thresholds::start(&rep.reduce(column_sums(&mine, job.atoms()))?);
     let mut cand = th.candidates(&mine);

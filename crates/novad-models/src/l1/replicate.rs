@@ -396,6 +396,13 @@ pub trait Replication {
     fn is_local(&self) -> bool {
         false
     }
+
+    /// True when the step's rounds wait for other workers, so that work that does not need
+    /// the update is best done beside it, in those waits (see
+    /// [`crate::events::beside::Beside`]): by default, unless [`Self::is_local`].
+    fn waits(&self) -> bool {
+        !self.is_local()
+    }
 }
 
 /// Every shard computed here: the single-node step.
@@ -425,6 +432,10 @@ impl Judge for Tapped<'_, '_> {
         let r = self.inner.judge_shared(batch, self.rep);
         self.rep.judged(&r)?;
         r
+    }
+
+    fn scores(&self) -> Option<Vec<f64>> {
+        self.inner.scores()
     }
 }
 

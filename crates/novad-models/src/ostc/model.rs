@@ -281,6 +281,7 @@ impl OstcModel {
             novel,
             threshold: thr,
             topical,
+            ..
         } = judged(judge.take(), &scored, || {
             if silent {
                 (vec![false; n], f64::INFINITY)
