@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use thiserror::Error;
 
 use crate::dnmf::{DnmfModel, DnmfParams};
-use crate::events::{EventBatch, EventParams, Events};
+use crate::events::{EventParams, Events};
 use crate::l1::replicate::{Local, Query, Replication};
 use crate::l1::{Model, Params};
 use crate::memory::{
@@ -404,27 +404,6 @@ impl Judge for HybridJudge<'_> {
     }
 }
 
-/// The event stage of a step: `ev` (the tracker before it) stepped on the batch as `model`
-/// (after the step) and `out` see it, with `scores` as the verdicts show them (fused by the
-/// hybrid detector when there is one), `out`'s topics replaced by the step's events. Nothing
-/// groups on a bootstrap batch. Returns the tracker after the step.
-fn step_events(ev: &Events, model: &Inner, out: &mut StepOutput, scores: &[f64]) -> Events {
-    let t0 = Instant::now();
-    let vocab = model.vocab();
-    let novel: Vec<bool> = out.verdicts.iter().map(|v| v.novel).collect();
-    let (next, topics) = ev.step(&EventBatch {
-        timestep: out.stats.timestep,
-        vectors: &out.vectors,
-        vocab,
-        novel: &novel,
-        scores,
-    });
-    out.topics = topics;
-    out.stats.topics = out.topics.len();
-    out.stats.seconds_topics += t0.elapsed().as_secs_f64();
-    next
-}
-
 /// Apply a hybrid step to `h` (the state it was planned on) and put its verdicts into `out`
 /// (fused scores, explanations); returns the parts it changed.
 fn fold_hybrid(h: &mut Hybrid, step: HybridStep, out: &mut StepOutput) -> PartsDelta {
@@ -557,8 +536,8 @@ impl Engine {
 
     /// The engine after a step: `hybrid` (the detector as it was before the step, owned)
     /// with the step's plan applied, the delta of its parts recorded, and the verdicts fused;
-    /// then the step's topics are the event tracker's, when it runs (stepped by the model, or
-    /// here).
+    /// the step's topics are already the event tracker's, when it runs (the ℓ1 model steps
+    /// it within its step: events are the ℓ1 model's only).
     fn finish(step: ModelStep, hybrid: Option<Box<Hybrid>>) -> (Engine, StepOutput) {
         let ModelStep {
             model,
@@ -634,7 +613,7 @@ impl Engine {
         });
         let j: Option<&mut dyn Judge> = judge.as_mut().map(|j| j as &mut dyn Judge);
         let events = self.events.as_deref();
-        let (model, mut out, tracked) = match &self.model {
+        let (model, out, tracked) = match &self.model {
             Inner::L1(m) => m
                 .step_tracked(texts, j, rep, events)
                 .map(|(m, o, e)| (Inner::L1(Box::new(m)), o, e))?,
@@ -656,21 +635,6 @@ impl Engine {
                 return Err(EngineError::Inconsistent(
                     "the model did not consult the hybrid detector".into(),
                 ))
-            }
-        };
-        // the ℓ1 model stepped the tracker; the others' is stepped here, on the verdicts'
-        // scores as the hybrid detector's step will fuse them
-        let tracked = match (&model, events) {
-            (Inner::L1(_), _) | (_, None) => tracked,
-            (_, Some(ev)) => {
-                let fused = hybrid
-                    .as_ref()
-                    .map(|(h, _)| h.verdicts.iter().map(|v| v.score));
-                let scores: Vec<f64> = match fused {
-                    Some(f) => f.collect(),
-                    None => out.verdicts.iter().map(|v| v.score).collect(),
-                };
-                Some(step_events(ev, &model, &mut out, &scores))
             }
         };
         Ok(ModelStep {

@@ -86,7 +86,9 @@ pub struct StepStats {
     #[serde(default)]
     pub atoms: usize,
     /// Finding the emerging topics and planning the atom refresh (where the step does), and
-    /// waiting for them after the update (where another replica does).
+    /// waiting for them after the update (where another replica does). The event tracker's
+    /// seconds are here too; where it steps beside the update (on a thread of its own) they
+    /// overlap `seconds_update`'s.
     #[serde(default)]
     pub seconds_topics: f64,
     pub seconds_vectorize: f64,

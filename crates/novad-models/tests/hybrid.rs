@@ -4,11 +4,14 @@
 
 use std::collections::BTreeMap;
 
+use novad_models::events::Events;
 use novad_models::events::{EventBatch, EventParams};
 use novad_models::l1::dictionary::LOGICAL_SHARDS;
+use novad_models::l1::params::AdaptParams;
 use novad_models::l1::replicate::{
     CodedAndFound, CodingJob, Local, Query, Replication, ShardOutput, ShardTerms, TermJob,
 };
+use novad_models::l1::Model;
 use novad_models::memory::{Floor, HybridParams, HybridVerdict, MemoryParams};
 use novad_models::model::EngineError;
 use novad_models::{Engine, ModelParams, Params, StepOutput, INCREMENTAL_PREFIX};
@@ -489,5 +492,34 @@ fn the_tracker_stepped_beside_the_update_gives_the_events_of_the_verdicts() {
         (local, apart) = (l, a);
     }
     // the story breaks and events are found
+    assert!(with_topics >= 2, "{with_topics} timesteps with events");
+}
+
+/// With atoms injected from the step's topics, the tracker's events never become atoms: the
+/// model stepped with the tracker (on its thread beside the update) equals the model stepped
+/// without it, bit for bit, while the tracker finds events.
+#[test]
+fn the_trackers_events_never_become_atoms() {
+    let mut p = Params::default().with_k(6);
+    p.adapt = Some(AdaptParams {
+        inject: true,
+        retire_after: 0,
+        min_atoms: 6,
+        max_atoms: 12,
+    });
+    p.events = Some(EventParams::default());
+    let mut events = Events::new(EventParams::default()).unwrap();
+    let (mut with, mut without) = (Model::new(p.clone()).unwrap(), Model::new(p).unwrap());
+    let mut rep = Apart { queries: 0 };
+    let mut with_topics = 0;
+    for b in story_stream(11, 7) {
+        let (w, wo, next) = with
+            .step_tracked(&b, None, &mut rep, Some(&events))
+            .unwrap();
+        let (n, _) = without.step_replicated(&b, None, &mut Local).unwrap();
+        assert_eq!(w.to_bytes(), n.to_bytes());
+        with_topics += usize::from(!wo.topics.is_empty());
+        (with, without, events) = (w, n, next.unwrap());
+    }
     assert!(with_topics >= 2, "{with_topics} timesteps with events");
 }

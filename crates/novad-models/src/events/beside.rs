@@ -54,7 +54,7 @@ impl<'scope, 'env> Beside<'scope, 'env> {
             return;
         };
         let thread = std::thread::Builder::new().name("novad-events".into());
-        match thread.spawn_scoped(self.scope, move || alone(|| step(ev, &batch))) {
+        match thread.spawn_scoped(self.scope, move || step(ev, &batch)) {
             Ok(handle) => self.running = Some(handle),
             Err(_) => self.work = Some((ev, batch)),
         }
@@ -78,18 +78,4 @@ fn step(ev: &Events, batch: &EventBatch) -> Stepped {
     let t0 = Instant::now();
     let (next, topics) = ev.step(batch);
     (next, topics, t0.elapsed().as_secs_f64())
-}
-
-/// `f` with this thread as the only worker of a rayon pool of its own, so that the tracker's
-/// parallel parts run here rather than waking the global pool's threads on cores the step
-/// already uses (or, when no such pool can be made, `f` as it is).
-fn alone<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .use_current_thread()
-        .build();
-    match pool {
-        Ok(pool) => pool.install(f),
-        Err(_) => f(),
-    }
 }

@@ -309,8 +309,10 @@ impl Model {
     /// [`Self::step_replicated`] with the event tracker `events` stepped on the judged batch
     /// (its vectors, the vocabulary after it, the verdicts' novelty and scores, as the engine's
     /// event stage sees them); the step's topics are then the tracker's, which comes back
-    /// stepped. Unless `rep` is [`Local`], the tracker steps on a thread of its own once this
-    /// worker's part of the update is done ([`Beside`]), filling its waits for the others.
+    /// stepped (its events never become atoms: the atoms' adaptation sees DICTCLUST's topics
+    /// only, none when the tracker runs). Where [`Replication::waits`], the tracker steps on a
+    /// thread of its own once this worker's part of the update is done ([`Beside`]), filling
+    /// its waits for the others; else (and on a step without an update) after the update.
     pub fn step_tracked<D: AsRef<str> + Sync>(
         &self,
         docs: &[D],
@@ -451,14 +453,6 @@ impl Model {
             (false, _) => Vec::new(),
         };
         stats.seconds_topics += t_take.elapsed().as_secs_f64();
-        let (topics, events) = match tracked {
-            Some((next, topics, seconds)) => {
-                stats.seconds_topics += seconds;
-                (topics, Some(next))
-            }
-            None => (topics, None),
-        };
-        stats.topics = topics.len();
         let t4 = Instant::now();
         // The bootstrap's atoms are new; the refresh comes after OIADMM (new atoms have no code
         // in this batch, so the update would not touch them anyway).
@@ -473,8 +467,17 @@ impl Model {
             stats.atoms_refreshed = self.refresh(&mut dict, &mut last_used, &plan)?;
         }
         if bootstrapped && !is_bootstrap {
+            // DICTCLUST's topics (none when the tracker runs: its events never become atoms)
             self.adapt_atoms(&mut dict, &mut last_used, &topics, &mut stats);
         }
+        let (topics, events) = match tracked {
+            Some((next, events_topics, seconds)) => {
+                stats.seconds_topics += seconds;
+                (events_topics, Some(next))
+            }
+            None => (topics, None),
+        };
+        stats.topics = topics.len();
         stats.atoms = dict.ncols();
         stats.seconds_update = seconds_update + t4.elapsed().as_secs_f64();
         if !dict.all_finite() {
