@@ -20,7 +20,7 @@ use crate::l1::params::Params;
 use crate::l1::replicate::{CodingJob, Found, Local, Replication, Tapped, TermJob};
 use crate::model::{
     decode_part, judged, params_image, Code, Decided, EngineError, Judge, ParamsError, Scored,
-    StepOutput, StepStats, Verdict,
+    StepOutput, StepStats, Topic, Verdict,
 };
 use crate::text::{tfidf_l1, Remap, SparseDoc, Tokenizer, VocabChange, Vocabulary};
 use crate::threshold::{decide, ScoreHistory, ThresholdRule};
@@ -320,41 +320,21 @@ impl Model {
         rep: &mut dyn Replication,
         events: Option<&Events>,
     ) -> Result<(Model, StepOutput, Option<Events>), EngineError> {
-        let t0 = Instant::now();
         let p = &self.params;
-        let (vocab, vectors, change) = self.vectorize(docs, rep)?;
-        let m = vocab.len();
-        let mut dict = self.dict.remap(&change.remap);
-        let n = docs.len();
-        let eligible: Vec<bool> = vectors.iter().map(|v| !v.is_empty()).collect();
-        let mut stats = StepStats {
-            timestep: self.timestep,
-            docs: n,
-            empty: eligible.iter().filter(|&&e| !e).count(),
-            new_terms: change.added,
-            evicted_terms: change.evicted,
-            vocabulary: m,
-            seconds_vectorize: t0.elapsed().as_secs_f64(),
-            ..Default::default()
-        };
+        let Coded {
+            vocab,
+            vectors,
+            change,
+            mut dict,
+            eligible,
+            codes,
+            scores,
+            is_bootstrap,
+            bootstrapped,
+            mut stats,
+        } = self.coded(docs, judge.as_deref_mut(), rep)?;
+        let (m, n) = (vocab.len(), docs.len());
         let mut history = self.history.clone();
-        let is_bootstrap = !self.bootstrapped && eligible.iter().any(|&e| e);
-        let bootstrapped = self.bootstrapped || is_bootstrap;
-        let t1 = Instant::now();
-        if is_bootstrap {
-            let dense = bootstrap(&vectors, m, p.k, &p.coding, &p.bootstrap, p.seed);
-            dict = Dictionary::from_dense(dense.view());
-        }
-        let codes = if bootstrapped {
-            self.code(&vectors, &vocab, &dict, judge.as_deref_mut(), rep)?
-        } else {
-            vectors.iter().map(uncoded).collect()
-        };
-        stats.seconds_coding = t1.elapsed().as_secs_f64();
-        // Mass on terms never seen before this batch (known to the vocabulary, not to any past
-        // timestep): optionally part of the score. The bootstrap batch has no past: 0.
-        let is_new = (!is_bootstrap).then(|| change.remap.new_ids());
-        let scores = batch_scores(&codes, &vectors, is_new.as_deref(), p.unseen_weight)?;
         let silent = is_bootstrap || !bootstrapped;
         let scored = Scored {
             vectors: &vectors,
@@ -427,46 +407,28 @@ impl Model {
             Ok::<_, EngineError>((delta, seconds, beside.join()))
         })?;
 
-        let t_topics = Instant::now();
-        // events, when set, are the step's topics (the engine's): DICTCLUST does not run
-        let want_topics = p.topics.is_some() && p.events.is_none() && !is_bootstrap && bootstrapped;
-        let want_found = want_topics || refresh.is_some();
-        let mine_found = (want_found && rep.finds()).then(|| Found {
-            topics: want_topics.then(|| self.find_topics(&vectors, &scores, &topical, m)),
-            refresh: plan,
-        });
-        if want_found {
-            rep.offer(mine_found.as_ref())?;
-        }
-        stats.seconds_topics = plan_seconds + t_topics.elapsed().as_secs_f64();
-        let t_take = Instant::now();
-        let found = if want_found {
-            rep.found(mine_found)?
-        } else {
-            Found::default()
-        };
-        let missing =
-            |what: &str| EngineError::Inconsistent(format!("the step's {what} is missing"));
-        let topics = match (want_topics, found.topics) {
-            (true, Some(t)) => t,
-            (true, None) => return Err(missing("list of topics")),
-            (false, _) => Vec::new(),
-        };
-        stats.seconds_topics += t_take.elapsed().as_secs_f64();
+        // events, when set, are the step's topics (the tracker's): DICTCLUST does not run
+        let want = (
+            p.topics.is_some() && p.events.is_none() && !is_bootstrap && bootstrapped,
+            refresh.is_some(),
+        );
+        let batch = (&vectors[..], &scores[..], &topical[..], m);
+        let (topics, refreshing) = self.take_found(want, batch, plan, &mut stats, rep)?;
+        stats.seconds_topics += plan_seconds;
         let t4 = Instant::now();
-        // The bootstrap's atoms are new; the refresh comes after OIADMM (new atoms have no code
-        // in this batch, so the update would not touch them anyway).
+        if let Some(plan) = refreshing {
+            // after OIADMM: new atoms have no code in this batch, so the update would not
+            // touch them anyway
+            stats.atoms_refreshed = self.refresh(&mut dict, &mut last_used, &plan)?;
+        }
         if is_bootstrap {
+            // the bootstrap's atoms are new
             for (lu, used) in last_used.iter_mut().zip(dict.positive_columns()) {
                 if used {
                     *lu = self.timestep;
                 }
             }
-        } else if refresh.is_some() {
-            let plan = found.refresh.ok_or_else(|| missing("refresh plan"))?;
-            stats.atoms_refreshed = self.refresh(&mut dict, &mut last_used, &plan)?;
-        }
-        if bootstrapped && !is_bootstrap {
+        } else if bootstrapped {
             // DICTCLUST's topics (none when the tracker runs: its events never become atoms)
             self.adapt_atoms(&mut dict, &mut last_used, &topics, &mut stats);
         }
@@ -513,6 +475,105 @@ impl Model {
             seconds_hybrid: 0.0,
         };
         Ok((model, out, events))
+    }
+
+    /// The batch vectorised (the vocabulary after it), the dictionary the batch is coded
+    /// over (Â_t remapped, or learned from the bootstrap batch), and each document's code and
+    /// score (the code's, blended with its mass on new terms).
+    fn coded<D: AsRef<str> + Sync>(
+        &self,
+        docs: &[D],
+        judge: Option<&mut (dyn Judge + '_)>,
+        rep: &mut dyn Replication,
+    ) -> Result<Coded, EngineError> {
+        let t0 = Instant::now();
+        let p = &self.params;
+        let (vocab, vectors, change) = self.vectorize(docs, rep)?;
+        let m = vocab.len();
+        let mut dict = self.dict.remap(&change.remap);
+        let eligible: Vec<bool> = vectors.iter().map(|v| !v.is_empty()).collect();
+        let mut stats = StepStats {
+            timestep: self.timestep,
+            docs: docs.len(),
+            empty: eligible.iter().filter(|&&e| !e).count(),
+            new_terms: change.added,
+            evicted_terms: change.evicted,
+            vocabulary: m,
+            seconds_vectorize: t0.elapsed().as_secs_f64(),
+            ..Default::default()
+        };
+        let is_bootstrap = !self.bootstrapped && eligible.iter().any(|&e| e);
+        let bootstrapped = self.bootstrapped || is_bootstrap;
+        let t1 = Instant::now();
+        if is_bootstrap {
+            let dense = bootstrap(&vectors, m, p.k, &p.coding, &p.bootstrap, p.seed);
+            dict = Dictionary::from_dense(dense.view());
+        }
+        let codes = if bootstrapped {
+            self.code(&vectors, &vocab, &dict, judge, rep)?
+        } else {
+            vectors.iter().map(uncoded).collect()
+        };
+        stats.seconds_coding = t1.elapsed().as_secs_f64();
+        // Mass on terms never seen before this batch (known to the vocabulary, not to any past
+        // timestep): optionally part of the score. The bootstrap batch has no past: 0.
+        let is_new = (!is_bootstrap).then(|| change.remap.new_ids());
+        let scores = batch_scores(&codes, &vectors, is_new.as_deref(), p.unseen_weight)?;
+        Ok(Coded {
+            vocab,
+            vectors,
+            change,
+            dict,
+            eligible,
+            codes,
+            scores,
+            is_bootstrap,
+            bootstrapped,
+            stats,
+        })
+    }
+
+    /// The step's [`Found`] — DICTCLUST's topics and the refresh plan, as far as `want` (topics,
+    /// refresh) asks — offered by the finder (`plan` is its own) and taken by every replica
+    /// through `rep`: the topics (none unless wanted) and the plan (exactly when wanted).
+    fn take_found(
+        &self,
+        (want_topics, want_refresh): (bool, bool),
+        (vectors, scores, topical, m): (&[SparseDoc], &[f64], &[bool], usize),
+        plan: Option<RefreshPlan>,
+        stats: &mut StepStats,
+        rep: &mut dyn Replication,
+    ) -> Result<(Vec<Topic>, Option<RefreshPlan>), EngineError> {
+        let t0 = Instant::now();
+        let want = want_topics || want_refresh;
+        let mine = (want && rep.finds()).then(|| Found {
+            topics: want_topics.then(|| self.find_topics(vectors, scores, topical, m)),
+            refresh: plan,
+        });
+        if want {
+            rep.offer(mine.as_ref())?;
+        }
+        stats.seconds_topics = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        let found = if want {
+            rep.found(mine)?
+        } else {
+            Found::default()
+        };
+        let missing =
+            |what: &str| EngineError::Inconsistent(format!("the step's {what} is missing"));
+        let topics = match (want_topics, found.topics) {
+            (true, Some(t)) => t,
+            (true, None) => return Err(missing("list of topics")),
+            (false, _) => Vec::new(),
+        };
+        stats.seconds_topics += t1.elapsed().as_secs_f64();
+        let plan = match (want_refresh, found.refresh) {
+            (true, None) => return Err(missing("refresh plan")),
+            (true, plan) => plan,
+            (false, _) => None,
+        };
+        Ok((topics, plan))
     }
 
     /// The OIADMM step of `dict` (in place) on the batch's `vectors` and `codes` when
@@ -721,6 +782,23 @@ impl Model {
             }
         }
     }
+}
+
+/// A batch vectorised, coded and scored ([`Model::coded`]).
+struct Coded {
+    vocab: Vocabulary,
+    vectors: Vec<SparseDoc>,
+    change: VocabChange,
+    /// The dictionary the batch is coded over (Â_t, remapped; or the bootstrap's).
+    dict: Dictionary,
+    /// False for an empty document.
+    eligible: Vec<bool>,
+    codes: Vec<Code>,
+    scores: Vec<f64>,
+    is_bootstrap: bool,
+    /// True once the dictionary exists (this batch bootstrapped it, or an earlier one).
+    bootstrapped: bool,
+    stats: StepStats,
 }
 
 /// The rows of Â_{t+1} of `job`, every shard's, projected onto 𝒜: this replica's hand of the
