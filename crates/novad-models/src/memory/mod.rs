@@ -199,11 +199,16 @@ impl TermVector {
             return self.clone();
         }
         let mut idx: Vec<usize> = (0..self.len()).collect();
-        idx.sort_by(|&a, &b| {
-            self.weights[b]
-                .total_cmp(&self.weights[a])
-                .then(self.keys[a].cmp(&self.keys[b]))
-        });
+        // the keys are distinct, so the order is total and the first `cap` are one set
+        // however they are found: a selection (O(len)) instead of a sort; `from_pairs` puts
+        // them in key order
+        if cap > 0 {
+            idx.select_nth_unstable_by(cap - 1, |&a, &b| {
+                self.weights[b]
+                    .total_cmp(&self.weights[a])
+                    .then(self.keys[a].cmp(&self.keys[b]))
+            });
+        }
         idx.truncate(cap);
         TermVector::from_pairs(
             idx.iter()
@@ -241,6 +246,36 @@ mod tests {
         let n: f32 = t.weights.iter().map(|w| w * w).sum();
         assert!((n - 1.0).abs() < 1e-6);
         assert!(TermVector::from_pairs(vec![(1, 0.0)]).is_empty());
+    }
+
+    /// The selection keeps what sorting every entry by weight (ties: smaller key) and taking
+    /// the first `cap` keeps, on vectors with many tied weights.
+    #[test]
+    fn truncation_keeps_the_first_of_the_full_order() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for round in 0..200 {
+            let len = rng.random_range(1..60);
+            let pairs: Vec<(u64, f64)> = (0..len)
+                .map(|_| (rng.random_range(0..500u64), rng.random_range(1..6) as f64))
+                .collect();
+            let v = TermVector::from_pairs(pairs);
+            let cap = rng.random_range(0..len + 2);
+            let mut order: Vec<usize> = (0..v.len()).collect();
+            order.sort_by(|&a, &b| {
+                v.weights[b]
+                    .total_cmp(&v.weights[a])
+                    .then(v.keys[a].cmp(&v.keys[b]))
+            });
+            order.truncate(cap);
+            let want = TermVector::from_pairs(
+                order
+                    .iter()
+                    .map(|&i| (v.keys[i], v.weights[i] as f64))
+                    .collect(),
+            );
+            assert_eq!(v.truncated(cap), want, "round {round}, cap {cap}");
+        }
     }
 
     #[test]

@@ -51,7 +51,7 @@ impl Dictionary {
     /// From a dense m × k matrix (any layout), bit for bit.
     pub fn from_dense(a: ArrayView2<'_, f32>) -> Dictionary {
         let (m, k) = a.dim();
-        let mut out = Dictionary::builder(k, m);
+        let mut out = Dictionary::builder(k, m, 0);
         for row in a.rows() {
             out.entries.extend(
                 row.iter()
@@ -85,14 +85,16 @@ impl Dictionary {
         a
     }
 
-    /// An empty dictionary of k atoms to which rows are appended ([`Self::push_row`]).
-    fn builder(k: usize, rows: usize) -> Dictionary {
+    /// An empty dictionary of k atoms to which `rows` rows of about `entries` entries in all
+    /// are appended ([`Self::push_row`]): its buffers sized for them, so that writing a
+    /// dictionary of millions of entries does not move them again each time they fill.
+    fn builder(k: usize, rows: usize, entries: usize) -> Dictionary {
         let mut ptr = Vec::with_capacity(rows + 1);
         ptr.push(0);
         Dictionary {
             k,
             ptr,
-            entries: Vec::new(),
+            entries: Vec::with_capacity(entries),
         }
     }
 
@@ -192,7 +194,7 @@ impl Dictionary {
                 from[nr] = r as u32;
             }
         }
-        let mut out = Dictionary::builder(self.k, remap.new_len);
+        let mut out = Dictionary::builder(self.k, remap.new_len, self.nnz());
         for &r in &from {
             if r != u32::MAX {
                 out.entries.extend_from_slice(self.row(r as usize));
@@ -211,7 +213,9 @@ impl Dictionary {
         to_f32: impl Fn(T) -> f32,
     ) -> Dictionary {
         debug_assert!(rows.windows(2).all(|w| w[0] < w[1]));
-        let mut out = Dictionary::builder(self.k, self.nrows());
+        let replaced: usize = rows.iter().map(|&i| self.row(i).len()).sum();
+        let written: usize = (0..rows.len()).map(|c| values(c).len()).sum();
+        let mut out = Dictionary::builder(self.k, self.nrows(), self.nnz() - replaced + written);
         let mut next = rows.iter().enumerate().peekable();
         for i in 0..self.nrows() {
             match next.peek() {
@@ -247,7 +251,7 @@ impl Dictionary {
             }
             same
         });
-        let mut out = Dictionary::builder(self.k, self.nrows());
+        let mut out = Dictionary::builder(self.k, self.nrows(), self.nnz() + w.len());
         let mut at = 0usize;
         for i in 0..self.nrows() {
             let start = at;
@@ -293,7 +297,7 @@ impl Dictionary {
         for (n, &j) in keep.iter().enumerate() {
             to[j] = n as u32;
         }
-        let mut out = Dictionary::builder(keep.len(), self.nrows());
+        let mut out = Dictionary::builder(keep.len(), self.nrows(), self.nnz());
         for i in 0..self.nrows() {
             out.entries.extend(
                 self.row(i)
