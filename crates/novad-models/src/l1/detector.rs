@@ -416,22 +416,15 @@ impl Model {
         let (topics, refreshing) = self.take_found(want, batch, plan, &mut stats, rep)?;
         stats.seconds_topics += plan_seconds;
         let t4 = Instant::now();
-        if let Some(plan) = refreshing {
-            // after OIADMM: new atoms have no code in this batch, so the update would not
-            // touch them anyway
-            stats.atoms_refreshed = self.refresh(&mut dict, &mut last_used, &plan)?;
-        }
-        if is_bootstrap {
-            // the bootstrap's atoms are new
-            for (lu, used) in last_used.iter_mut().zip(dict.positive_columns()) {
-                if used {
-                    *lu = self.timestep;
-                }
-            }
-        } else if bootstrapped {
-            // DICTCLUST's topics (none when the tracker runs: its events never become atoms)
-            self.adapt_atoms(&mut dict, &mut last_used, &topics, &mut stats);
-        }
+        let phase = (is_bootstrap, bootstrapped);
+        self.tend_atoms(
+            &mut dict,
+            &mut last_used,
+            refreshing,
+            &topics,
+            phase,
+            &mut stats,
+        )?;
         let (topics, events) = match tracked {
             Some((next, events_topics, seconds)) => {
                 stats.seconds_topics += seconds;
@@ -649,6 +642,36 @@ impl Model {
             history.update(&kept, half_life(rule));
         }
         Ok(decided)
+    }
+
+    /// The atoms of Â_{t+1} after the update: the step's refresh `plan` applied, when there is
+    /// one (after OIADMM: new atoms have no code in this batch, so the update would not touch
+    /// them anyway); the atoms' last use set to this timestep for the bootstrap's atoms (the
+    /// `phase` (is_bootstrap, bootstrapped)), else the dictionary's size adapted to the step's
+    /// DICTCLUST `topics` once bootstrapped (none when the tracker runs: its events never
+    /// become atoms).
+    fn tend_atoms(
+        &self,
+        dict: &mut Dictionary,
+        last_used: &mut Vec<u64>,
+        plan: Option<RefreshPlan>,
+        topics: &[Topic],
+        (is_bootstrap, bootstrapped): (bool, bool),
+        stats: &mut StepStats,
+    ) -> Result<(), EngineError> {
+        if let Some(plan) = plan {
+            stats.atoms_refreshed = self.refresh(dict, last_used, &plan)?;
+        }
+        if is_bootstrap {
+            for (lu, used) in last_used.iter_mut().zip(dict.positive_columns()) {
+                if used {
+                    *lu = self.timestep;
+                }
+            }
+        } else if bootstrapped {
+            self.adapt_atoms(dict, last_used, topics, stats);
+        }
+        Ok(())
     }
 
     /// Apply the step's refresh `plan` to Â_{t+1} (checked to fit it); returns the number of
