@@ -546,7 +546,7 @@ impl Model {
         if want {
             rep.offer(mine.as_ref())?;
         }
-        stats.seconds_topics = t0.elapsed().as_secs_f64();
+        stats.seconds_topics += t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
         let found = if want {
             rep.found(mine)?
